@@ -1,0 +1,151 @@
+"""The job row is the truth of a profiling job; Worker rows say who is connected."""
+
+from __future__ import annotations
+
+import secrets
+from datetime import timedelta
+
+from django.db import models
+from django.utils import timezone
+
+
+def new_share_token() -> str:
+    """128 random bits, URL-safe: the permalink id of a report."""
+    return secrets.token_urlsafe(16)
+
+
+class JobQuerySet(models.QuerySet):
+    def active(self) -> JobQuerySet:
+        return self.filter(state__in=Job.ACTIVE_STATES)
+
+    def stale(self, now=None, after: timedelta | None = None) -> JobQuerySet:
+        """Running jobs whose worker stopped beating (crashed or lost)."""
+        from django.conf import settings
+
+        now = now or timezone.now()
+        after = after or timedelta(seconds=settings.ADVISOR_HEARTBEAT_STALE_S)
+        return self.filter(state=Job.State.RUNNING, heartbeat_at__lt=now - after)
+
+
+class Job(models.Model):
+    """One profiling request and its life.
+
+    Transitions (anything else is refused by the conditional updates):
+        QUEUED  -> RUNNING    the task claims the row (only one delivery wins)
+        QUEUED  -> CANCELLED  the user cancels before a worker takes it
+        RUNNING -> SUCCEEDED  the child process wrote a result
+        RUNNING -> FAILED     child crashed/killed/timed out, bad model, or
+                              the reaper found the heartbeat stale too often
+        RUNNING -> CANCELLED  the user asked; the task kills the child
+        RUNNING -> QUEUED     the reaper re-dispatches a job whose worker was
+                              lost, at most ADVISOR_MAX_ATTEMPTS times in all
+    """
+
+    class State(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        SUCCEEDED = "succeeded", "Succeeded"
+        FAILED = "failed", "Failed"
+        CANCELLED = "cancelled", "Cancelled"
+
+    ACTIVE_STATES = (State.QUEUED, State.RUNNING)
+    FINAL_STATES = (State.SUCCEEDED, State.FAILED, State.CANCELLED)
+
+    class ModelSource(models.TextChoices):
+        DEMO = "demo", "Built-in demo model"
+        HUB = "hub", "Hugging Face Hub id"
+        LOCAL = "local", "Local directory on the worker"
+        CONFIG = "config", "Config only (random weights)"
+
+    class Bottleneck(models.TextChoices):
+        MEMORY = "memory", "Save model memory"
+        PROMPT = "prompt", "Reuse prompt work"
+        GENERATION = "generation", "Speed up token generation"
+        DEVICES = "devices", "Split work across devices"
+        UNSURE = "unsure", "Not sure"
+
+    share_token = models.CharField(max_length=32, unique=True, default=new_share_token, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    # What to profile.
+    model_source = models.CharField(max_length=16, choices=ModelSource.choices, default=ModelSource.DEMO)
+    model_name = models.CharField(max_length=512, help_text="Hub id, local directory, or demo name")
+    dtype = models.CharField(max_length=16, default="auto")
+    quick = models.BooleanField(default=True, help_text="Small sweeps: seconds instead of minutes")
+    # Deployment target (catalog key, empty = any) and where the job runs.
+    gpu_kind = models.CharField(max_length=32, blank=True)
+    gpu_count = models.PositiveIntegerField(default=1)
+    queue = models.CharField(max_length=64, default="default")
+    # Workload.
+    prompt_tokens = models.PositiveIntegerField(default=512)
+    output_tokens = models.PositiveIntegerField(default=128)
+    concurrency = models.PositiveIntegerField(default=8)
+    shared_prefix_tokens = models.PositiveIntegerField(default=0)
+    ttft_ms = models.FloatField(null=True, blank=True)
+    tpot_ms = models.FloatField(null=True, blank=True)
+    stated_bottleneck = models.CharField(max_length=16, choices=Bottleneck.choices, default=Bottleneck.UNSURE)
+    notes = models.TextField(blank=True, max_length=4000)
+
+    # Life of the job.
+    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    progress = models.FloatField(default=0.0)  # 0..1
+    phase = models.CharField(max_length=64, blank=True)
+    message = models.CharField(max_length=512, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    dispatched_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    worker_host = models.CharField(max_length=255, blank=True)
+    child_pid = models.IntegerField(null=True, blank=True)
+    device = models.CharField(max_length=255, blank=True)
+    error = models.TextField(blank=True)
+    result = models.JSONField(null=True, blank=True)
+
+    objects = JobQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"{self.model_name} ({self.get_state_display()})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in self.FINAL_STATES
+
+
+class WorkerQuerySet(models.QuerySet):
+    def live(self, now=None) -> WorkerQuerySet:
+        from django.conf import settings
+
+        now = now or timezone.now()
+        return self.filter(last_seen__gte=now - timedelta(seconds=settings.ADVISOR_WORKER_STALE_S))
+
+    def serving(self, queue: str) -> WorkerQuerySet:
+        """Live workers consuming `queue` (queues are stored comma-wrapped: ",cpu,default,")."""
+        return self.live().filter(queues__contains=f",{queue},")
+
+
+class Worker(models.Model):
+    """A Celery worker that announced itself: host, devices, queues, last seen."""
+
+    name = models.CharField(max_length=255, unique=True)  # celery hostname, e.g. celery@box
+    host = models.CharField(max_length=255)
+    queues = models.CharField(max_length=512)  # ",cpu,default,"
+    devices = models.JSONField(default=list)  # [{"device": "cuda:0", "name": ..., "memory_bytes": ..., "gpu_kind": ...}]
+    started_at = models.DateTimeField(default=timezone.now)
+    last_seen = models.DateTimeField(default=timezone.now)
+
+    objects = WorkerQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def queue_list(self) -> list[str]:
+        return [q for q in self.queues.split(",") if q]

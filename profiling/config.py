@@ -1,0 +1,150 @@
+"""What to profile: the model, the device to run on, the user's workload.
+
+These are plain values with no torch import, so the web process can build
+and validate them. `ProfileConfig` is what the site sends to a worker and
+what `python -m profiling profile` builds from its flags.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiling import serde
+
+BOTTLENECKS = ("memory", "prompt", "generation", "devices", "unsure")
+BOTTLENECK_LABELS = {
+    "memory": "Save model memory",
+    "prompt": "Reuse prompt work",
+    "generation": "Speed up token generation",
+    "devices": "Split work across devices",
+    "unsure": "Not sure",
+}
+SOURCES = ("auto", "demo", "hub", "local", "config")
+DEVICES = ("auto", "cpu", "cuda", "mps")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+# Names the later experiments register under; the registry in
+# profiling.experiments says which of them this version can run.
+EXPERIMENT_NAMES = ("quantization", "speculative", "caching", "parallel")
+
+# Hugging Face repo ids: "name" or "namespace/name", 96 chars at most,
+# letters, digits, "-", "_", "."; no "--" or ".." and no leading/trailing
+# separators (the rules of huggingface_hub.utils.validate_repo_id).
+_REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
+_REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}$")
+
+# Upper bounds that keep a typo from asking a worker for a 10^9-token sweep.
+LIMITS = {
+    "prompt_tokens": (1, 1_048_576),
+    "output_tokens": (1, 131_072),
+    "concurrency": (1, 4096),
+    "shared_prefix_tokens": (0, 1_048_576),
+    "gpu_count": (1, 1024),
+}
+
+
+class ConfigError(ValueError):
+    """A config value is out of range or malformed; the message says which."""
+
+
+def is_repo_id(text: str) -> bool:
+    """Whether `text` is a syntactically valid Hugging Face repo id."""
+    return (
+        len(text) <= 96
+        and bool(_REPO_ID.match(text))
+        and "--" not in text
+        and ".." not in text
+    )
+
+
+@dataclass
+class Workload:
+    """The request shape the user serves, and their latency targets."""
+
+    prompt_tokens: int = 512
+    output_tokens: int = 128
+    concurrency: int = 8
+    shared_prefix_tokens: int = 0
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens held in the KV cache per request at the end of generation."""
+        return self.prompt_tokens + self.output_tokens
+
+    def validate(self) -> None:
+        for name in ("prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens"):
+            _check_range(name, getattr(self, name))
+        if self.shared_prefix_tokens > self.prompt_tokens:
+            raise ConfigError("shared_prefix_tokens cannot exceed prompt_tokens")
+        for name in ("ttft_ms", "tpot_ms"):
+            value = getattr(self, name)
+            if value is not None and not (0 < value <= 3_600_000):
+                raise ConfigError(f"{name} must be a positive number of milliseconds")
+
+
+@dataclass
+class Hardware:
+    """The deployment target: a GPU kind from the catalog and how many."""
+
+    gpu_kind: str | None = None
+    gpu_count: int = 1
+
+    def validate(self) -> None:
+        _check_range("gpu_count", self.gpu_count)
+
+
+@dataclass
+class ProfileConfig:
+    """One profiling run: model, where to run it, and the user's workload."""
+
+    model: str
+    source: str = "auto"
+    device: str = "auto"
+    dtype: str = "auto"
+    quick: bool = False
+    workload: Workload = field(default_factory=Workload)
+    hardware: Hardware = field(default_factory=Hardware)
+    stated_bottleneck: str = "unsure"
+    experiments: list[str] = field(default_factory=list)
+    # Local model directories are accepted only under these roots. Empty
+    # means "any directory" (the CLI on the user's own box); the site always
+    # passes its configured roots.
+    allowed_roots: list[str] = field(default_factory=list)
+    seed: int = 0
+
+    def validate(self) -> None:
+        if not self.model or len(self.model) > 1024:
+            raise ConfigError("model must be a Hub id, a local directory or a demo name")
+        _check_choice("source", self.source, SOURCES)
+        _check_choice("device", self.device, DEVICES)
+        _check_choice("dtype", self.dtype, DTYPES)
+        _check_choice("stated_bottleneck", self.stated_bottleneck, BOTTLENECKS)
+        for name in self.experiments:
+            _check_choice("experiment", name, EXPERIMENT_NAMES)
+        self.workload.validate()
+        self.hardware.validate()
+
+    def to_dict(self) -> dict[str, Any]:
+        return serde.to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProfileConfig:
+        return serde.from_dict(cls, data)
+
+    def replace(self, **changes: Any) -> ProfileConfig:
+        return dataclasses.replace(self, **changes)
+
+
+def _check_range(name: str, value: int) -> None:
+    low, high = LIMITS[name]
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise ConfigError(f"{name} must be a whole number from {low:,} to {high:,}")
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ConfigError(f"unknown {name} {value!r}; choose one of: {', '.join(choices)}")

@@ -1,0 +1,213 @@
+"""Deterministic English-like text for training and testing the demo models.
+
+There is no internet on the boxes this runs on, so the demo family learns from
+text made by a small probabilistic grammar: paragraphs about GPUs, inference
+serving, weather, cooking and travel. The grammar has real structure (fixed
+phrases, agreement between slots, numbers with units) so a tiny model can learn
+it in seconds, and enough free slots that held-out paragraphs are new text
+rather than copies of training ones.
+
+Only the standard library is used; `random.Random(seed)` gives the same text on
+every build and every supported Python version.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+TRAIN_SEED = 1234
+HELD_OUT_SEED = 98765
+TRAIN_CHARS = 320_000
+HELD_OUT_CHARS = 16_000
+
+# A nonterminal is written {name}; every expansion is equally likely.
+GRAMMAR: dict[str, list[str]] = {
+    # GPUs and hardware
+    "gpu": ["the H100", "the A100", "the L4", "the L40S", "the H200", "the RTX 4090", "the T4",
+            "the A10G", "the MI300X", "this card", "the new accelerator", "the older GPU"],
+    "mem_type": ["HBM3", "HBM2e", "GDDR6", "GDDR6X", "HBM3e"],
+    "gb": ["16", "24", "40", "48", "80", "94", "141", "192"],
+    "bandwidth": ["0.3", "0.9", "1.0", "1.6", "2.0", "3.35", "4.8", "5.3"],
+    "dtype": ["fp16", "bf16", "fp32", "int8", "int4", "fp8"],
+    "bits": ["four", "eight", "four", "eight", "two"],
+    "params": ["1", "3", "7", "8", "13", "34", "70", "405"],
+    "batch": ["1", "2", "4", "8", "16", "32", "64", "128", "256"],
+    "gpu_sentence": [
+        "{Gpu} has {gb} GB of {mem_type} memory and moves about {bandwidth} terabytes per second.",
+        "A {params} billion parameter model needs about {params} times two gigabytes in {dtype}.",
+        "At batch size {batch}, {gpu} is {bound} bound, so {fix}.",
+        "When the batch grows from {batch} to {batch}, {gpu} moves from memory bound to compute "
+        "bound.",
+        "The profiler shows that {kernel} takes most of the time on {gpu}.",
+        "Quantizing the weights to {bits} bits {quant_effect}.",
+        "{Gpu} runs {dtype} matrix multiplications much faster than {dtype} ones.",
+        "Most of the memory goes to {memory_user}, not to the {other_user}.",
+        "If the model does not fit on one GPU, {split}.",
+        "The kernel reads every weight once per step, so decode speed follows memory bandwidth.",
+    ],
+    "bound": ["memory", "memory", "compute"],
+    "fix": ["a larger batch would use the idle compute", "fusing the kernels saves memory traffic",
+            "quantizing the weights would help the most", "a faster clock would not help much",
+            "moving to {gpu} would barely change the latency"],
+    "kernel": ["the attention kernel", "the matrix multiplication", "the softmax",
+               "the layer norm", "the copy between host and device", "the embedding lookup"],
+    "quant_effect": ["cuts the memory in half", "makes decode faster on {gpu}",
+                     "costs a little accuracy", "barely changes the perplexity",
+                     "makes every token cheaper to produce"],
+    "memory_user": ["the key value cache", "the weights", "the activations"],
+    "other_user": ["optimizer", "tokenizer", "logits", "embeddings"],
+    "split": ["tensor parallelism splits every layer across {gpus} GPUs",
+              "pipeline parallelism gives each GPU a few layers",
+              "we can offload some layers to the CPU and accept a slower decode"],
+    "gpus": ["two", "four", "eight"],
+    # Inference serving
+    "ms": ["12", "18", "25", "40", "60", "85", "120", "250", "400", "900"],
+    "serving_sentence": [
+        "The first token arrived after {ms} milliseconds, and each later token took {ms} "
+        "milliseconds.",
+        "With continuous batching, a new request joins the batch as soon as {join}.",
+        "The server keeps the key value cache of each request in {cache_place}.",
+        "Speculative decoding lets a small draft model propose {k} tokens, and the large model "
+        "checks them in one pass.",
+        "When the prompt is long, prefill dominates; when the answer is long, decode dominates.",
+        "The draft model agreed with the target on {pct} percent of the tokens.",
+        "Under a load of {rps} requests per second, the median latency stayed under {ms} "
+        "milliseconds.",
+        "Because many prompts share the same system message, {prefix}.",
+        "The team measured {metric} before and after {change}.",
+        "A request with {tokens} prompt tokens spends most of its time in {phase}.",
+    ],
+    "join": ["another request finishes", "there is room in the cache", "a slot becomes free"],
+    "cache_place": ["pages of sixteen tokens", "one large block per request", "GPU memory",
+                    "a pool that grows and shrinks"],
+    "k": ["two", "three", "four", "five", "eight"],
+    "pct": ["55", "62", "70", "78", "84", "91"],
+    "rps": ["5", "10", "20", "50", "100", "200"],
+    "prefix": ["caching the prefix saves most of the prefill",
+               "the server reuses the cached prefix for every request",
+               "prefix caching cut the time to first token in half"],
+    "metric": ["the time to first token", "the tokens per second", "the peak memory",
+               "the cost per million tokens", "the tail latency"],
+    "change": ["quantizing the model", "turning on speculative decoding", "doubling the batch",
+               "enabling prefix caching", "moving to {gpu}", "splitting the model across GPUs"],
+    "tokens": ["128", "512", "2048", "8000", "32000"],
+    "phase": ["prefill", "decode", "the queue", "tokenization"],
+    # Weather
+    "city": ["Paris", "Lisbon", "Oslo", "Denver", "Kyoto", "Nairobi", "Toronto", "Lima",
+             "Berlin", "Sydney", "Madrid", "Seoul", "Boston", "Cairo", "Dublin", "Mumbai"],
+    "day": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+            "tomorrow", "the weekend"],
+    "temp": ["-4", "2", "7", "11", "15", "19", "23", "27", "31", "36"],
+    "direction": ["north", "south", "east", "west", "northwest", "southeast"],
+    "speed": ["5", "10", "15", "20", "30", "45", "60"],
+    "weather_sentence": [
+        "In {city}, the morning was {sky_adj} and the temperature reached {temp} degrees by noon.",
+        "The forecast for {day} calls for {precip}, with winds from the {direction} at {speed} "
+        "kilometers per hour.",
+        "After the storm passed over {city}, the sky cleared and the air smelled of {smell}.",
+        "It was {temp} degrees in {city} on {day}, which is {compare} than usual for the season.",
+        "People in {city} carried umbrellas because {reason}.",
+        "By evening the clouds over {city} turned {color}, and {precip} began to fall.",
+        "The wind from the {direction} brought {precip} to {city} and {city}.",
+    ],
+    "sky_adj": ["cold and clear", "grey and damp", "bright and warm", "foggy", "windy",
+                "cloudy", "humid", "crisp and sunny"],
+    "precip": ["light rain", "heavy rain", "snow", "sleet", "scattered showers", "thunderstorms",
+               "a little drizzle", "clear skies"],
+    "smell": ["wet earth", "salt", "pine", "cut grass", "smoke"],
+    "compare": ["warmer", "colder", "a little warmer", "much colder"],
+    "reason": ["the forecast promised rain", "the clouds looked heavy", "it rained all week"],
+    "color": ["grey", "orange", "purple", "dark blue", "pink"],
+    # Cooking
+    "dish": ["soup", "risotto", "curry", "bread", "omelette", "stew", "pasta sauce", "pancakes",
+             "salad", "pie", "dumplings", "fried rice"],
+    "ingredient": ["onions", "garlic", "carrots", "tomatoes", "butter", "rice", "flour",
+                   "mushrooms", "spinach", "lentils", "potatoes", "ginger", "eggs", "cheese"],
+    "amount": ["a pinch", "a spoonful", "two cups", "half a cup", "a handful", "a little",
+               "three tablespoons"],
+    "spice": ["salt", "pepper", "cumin", "paprika", "thyme", "cinnamon", "chili", "basil"],
+    "minutes": ["3", "5", "8", "10", "15", "20", "25", "30", "45", "60"],
+    "cook_verb": ["chop", "slice", "fry", "mix", "whisk", "roast", "boil", "grate"],
+    "cooking_sentence": [
+        "To make the {dish}, {cook_verb} the {ingredient} and cook them for {minutes} minutes.",
+        "Add {amount} of {spice} and stir the {dish} over {heat} heat.",
+        "{Person} says the secret to a good {dish} is {secret}.",
+        "Let the {dish} rest for {minutes} minutes before you serve it.",
+        "If the {dish} tastes flat, add {amount} of {spice} or a squeeze of lemon.",
+        "First {cook_verb} the {ingredient}, then {cook_verb} the {ingredient}.",
+        "The {dish} is ready when the {ingredient} are soft and the kitchen smells of {spice}.",
+        "Serve the {dish} with {ingredient} and {amount} of {spice} on top.",
+    ],
+    "heat": ["low", "medium", "high", "gentle"],
+    "Person": ["My grandmother", "The chef", "Our neighbor", "The old cookbook", "My friend",
+               "The baker"],
+    "secret": ["patience", "fresh {ingredient}", "a hot pan", "enough {spice}",
+               "good butter", "letting it rest"],
+    # Travel
+    "hours": ["two", "three", "four", "six", "nine", "twelve"],
+    "clock": ["6:15", "7:40", "9:05", "10:30", "12:00", "14:20", "17:45", "21:10"],
+    "travel_sentence": [
+        "The train from {city} to {city} leaves at {clock} and takes {hours} hours.",
+        "We arrived in {city} on {day} and found that {travel_event}.",
+        "The flight to {city} was delayed because of {precip}.",
+        "From the station in {city}, it is a short walk to {place}.",
+        "In {city} we ate {dish} every night and walked along {place}.",
+        "The bus to {city} was full, so we waited {hours} hours for the next one.",
+    ],
+    "travel_event": ["the museums were closed", "the hotel had lost our booking",
+                     "the market was open late", "a festival filled the streets"],
+    "place": ["the river", "the old harbor", "the main square", "the cathedral", "the park",
+              "the night market"],
+}
+
+TOPICS = ("gpu_sentence", "serving_sentence", "weather_sentence", "cooking_sentence",
+          "travel_sentence")
+_SLOT = re.compile(r"\{(\w+)\}")
+
+
+def _expand(symbol: str, rng: random.Random) -> str:
+    """Expand one nonterminal; a capitalised name that is not in the grammar
+    expands its lower-case twin and capitalises the result (sentence starts)."""
+    options = GRAMMAR.get(symbol)
+    if options is None:
+        return _capitalise(_expand(symbol.lower(), rng))
+    text = rng.choice(options)
+    return _SLOT.sub(lambda m: _expand(m.group(1), rng), text)
+
+
+def _capitalise(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def paragraph(rng: random.Random) -> str:
+    """A paragraph of three to six sentences on one topic, like a short document."""
+    topic = rng.choice(TOPICS)
+    return " ".join(_expand(topic, rng) for _ in range(rng.randint(3, 6)))
+
+
+def generate(seed: int, n_chars: int) -> str:
+    """Paragraphs separated by blank lines until the text is at least `n_chars` long."""
+    rng = random.Random(seed)
+    paragraphs: list[str] = []
+    size = 0
+    while size < n_chars:
+        paragraphs.append(paragraph(rng))
+        size += len(paragraphs[-1]) + 2
+    return "\n\n".join(paragraphs)
+
+
+def training_text() -> str:
+    return generate(TRAIN_SEED, TRAIN_CHARS)
+
+
+def held_out_text() -> str:
+    """Text from the same grammar and a different seed; its paragraphs that also occur in the
+    training text are dropped, so it is new text in the same language."""
+    seen = set(training_text().split("\n\n"))
+    fresh = [p for p in generate(HELD_OUT_SEED, HELD_OUT_CHARS).split("\n\n") if p not in seen]
+    return "\n\n".join(fresh)
+
+
+def documents(text: str) -> list[str]:
+    return text.split("\n\n")
