@@ -1,0 +1,66 @@
+"""The registry of optional experiments, and the contract they follow.
+
+The baseline (prefill and decode sweeps) always runs; it lives in
+`profiling.experiments.baseline` and is called by the runner directly.
+Optional experiments are looked up by name in `REGISTRY`, an explicit dict:
+a name listed in `profiling.config.EXPERIMENT_NAMES` but missing here is
+refused with a `ConfigError`, so nothing ever reports results it did not
+measure. An experiment is a function `(ExperimentContext) -> dict` whose
+dict (JSON-able, usually a result dataclass's `to_dict()`) is stored under
+its name in `Profile.experiments`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from profiling.config import ConfigError, ProfileConfig
+from profiling.results import Profile
+from profiling.timing import Clock
+
+# progress(phase, fraction, message); `fraction` is 0..1 of the whole run
+# when the runner passes it on, or of the callee's own share (see `span`).
+Progress = Callable[[str, float, str], None]
+
+
+@dataclass
+class ExperimentContext:
+    """What an optional experiment gets: the loaded model and the baseline."""
+
+    config: ProfileConfig
+    loaded: Any  # profiling.loading.Loaded
+    device: str
+    dtype: str
+    clock: Clock
+    progress: Progress  # fraction 0..1 of this experiment's own share
+    profile: Profile  # the baseline profile measured so far
+
+
+Experiment = Callable[[ExperimentContext], dict[str, Any]]
+
+# Later work registers "quantization", "speculative", "caching", "parallel".
+REGISTRY: dict[str, Experiment] = {}
+
+
+def get_experiment(name: str) -> Experiment:
+    """The registered experiment `name`; a ConfigError if it is not available."""
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        raise ConfigError(f"experiment {name} is not available in this version") from None
+
+
+def span(progress: Progress, start: float, end: float) -> Progress:
+    """A progress callback whose 0..1 maps onto `start`..`end` of `progress`."""
+
+    def scaled(phase: str, fraction: float, message: str) -> None:
+        clamped = min(1.0, max(0.0, fraction))
+        progress(phase, start + (end - start) * clamped, message)
+
+    return scaled
+
+
+def no_progress(phase: str, fraction: float, message: str) -> None:
+    """A progress callback that ignores everything."""

@@ -1,0 +1,393 @@
+"""`python -m profiling`: profile a model, run a site job, list devices.
+
+    profile MODEL [flags]        readable summary on stdout, progress on stderr,
+                                 Profile JSON with --json PATH
+    job --spec S.json --out R.json
+                                 the web app's worker entry: progress as JSON lines
+                                 on stdout, the result (or an error) in R.json
+    devices                      this machine's devices as JSON
+
+Exit codes: 0 done; 2 bad input or a refused model (ConfigError or
+ProfilingError); 3 out of memory; 4 (job only) an internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from profiling import hardware
+from profiling.config import (
+    BOTTLENECKS,
+    DEVICES,
+    DTYPES,
+    SOURCES,
+    ConfigError,
+    Hardware,
+    ProfileConfig,
+    Workload,
+)
+from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
+from profiling.results import Profile
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_OOM, EXIT_INTERNAL = 0, 2, 3, 4
+JOB_PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress lines a second (plus phase changes)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m profiling", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    profile = commands.add_parser("profile", help="profile a model on this machine")
+    _add_profile_flags(profile)
+    profile.set_defaults(func=cmd_profile)
+    job = commands.add_parser("job", help="run one site job (worker entry)")
+    job.add_argument("--spec", required=True, type=Path, help="ProfileConfig JSON")
+    job.add_argument("--out", required=True, type=Path, help="where the result JSON goes")
+    job.set_defaults(func=cmd_job)
+    devices = commands.add_parser("devices", help="list this machine's devices as JSON")
+    devices.set_defaults(func=cmd_devices)
+    return parser
+
+
+def _add_profile_flags(p: argparse.ArgumentParser) -> None:
+    w = Workload()
+    p.add_argument("model", help="demo name, Hugging Face repo id, or local directory")
+    p.add_argument("--source", choices=SOURCES, default="auto")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--dtype", choices=DTYPES, default="auto")
+    p.add_argument("--quick", action="store_true", help="a short sweep (seconds on a tiny model)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the Profile JSON here")
+    p.add_argument("--prompt-tokens", type=int, default=w.prompt_tokens)
+    p.add_argument("--output-tokens", type=int, default=w.output_tokens)
+    p.add_argument("--concurrency", type=int, default=w.concurrency)
+    p.add_argument("--shared-prefix-tokens", type=int, default=w.shared_prefix_tokens)
+    p.add_argument("--ttft-ms", type=float, help="time-to-first-token target")
+    p.add_argument("--tpot-ms", type=float, help="time-per-output-token target")
+    p.add_argument("--gpu", metavar="KIND", help="deployment GPU for the fit check, e.g. h100")
+    p.add_argument("--gpus", type=int, default=1, help="how many of them")
+    p.add_argument("--stated-bottleneck", choices=BOTTLENECKS, default="unsure")
+    p.add_argument("--experiments", default="", metavar="A,B", help="optional experiments")
+    p.add_argument(
+        "--allow-root",
+        action="append",
+        default=[],
+        metavar="DIR",
+        dest="allowed_roots",
+        help="only load local models under DIR (repeatable)",
+    )
+
+
+def config_from_args(args: argparse.Namespace) -> ProfileConfig:
+    """The validated ProfileConfig the `profile` flags describe."""
+    gpu_kind = None
+    if args.gpu:
+        try:
+            gpu_kind = hardware.lookup(args.gpu).key
+        except hardware.UnknownGPU as exc:
+            raise ConfigError(str(exc)) from None
+    config = ProfileConfig(
+        model=args.model,
+        source=args.source,
+        device=args.device,
+        dtype=args.dtype,
+        quick=args.quick,
+        workload=Workload(
+            prompt_tokens=args.prompt_tokens,
+            output_tokens=args.output_tokens,
+            concurrency=args.concurrency,
+            shared_prefix_tokens=args.shared_prefix_tokens,
+            ttft_ms=args.ttft_ms,
+            tpot_ms=args.tpot_ms,
+        ),
+        hardware=Hardware(gpu_kind=gpu_kind, gpu_count=args.gpus),
+        stated_bottleneck=args.stated_bottleneck,
+        experiments=[e.strip() for e in args.experiments.split(",") if e.strip()],
+        allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots],
+    )
+    config.validate()
+    return config
+
+
+def _quiet_libraries() -> None:
+    """No download or weight-loading progress bars: we print our own progress."""
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
+# -- profile --------------------------------------------------------------------
+
+
+class StderrProgress:
+    """One progress line on stderr: rewritten in place on a terminal,
+    else a new line when the message changes."""
+
+    def __init__(self, stream: IO[str] | None = None) -> None:
+        self.stream = stream or sys.stderr  # looked up now: tests and callers swap it
+        self.tty = self.stream.isatty()
+        self.last = ""
+
+    def __call__(self, phase: str, fraction: float, message: str) -> None:
+        line = f"[{fraction * 100:3.0f}%] {phase}: {message}"
+        if self.tty:
+            self.stream.write("\r" + line[:119].ljust(119) + ("\n" if fraction >= 1 else ""))
+        elif message != self.last:
+            self.stream.write(line + "\n")
+        self.last = message
+        self.stream.flush()
+
+
+def cmd_profile(args: argparse.Namespace) -> int:
+    from profiling.runner import run_profile
+
+    try:
+        config = config_from_args(args)
+        _quiet_libraries()
+        profile = run_profile(config, progress=StderrProgress())
+    except (ConfigError, ProfilingError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_OOM if isinstance(exc, OutOfMemory) else EXIT_BAD_INPUT
+    print(render_summary(profile))
+    if args.json:
+        write_json_atomic(args.json, profile.to_dict())
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    return EXIT_OK
+
+
+# -- job ------------------------------------------------------------------------
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temp file beside `path`, then rename it into place."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def protocol_stdout() -> Iterator[IO[str]]:
+    """A stream to the real stdout, with everything else sent to stderr.
+
+    The worker parses stdout line by line, so stray prints from libraries
+    (Python or C level) must not land there: file descriptor 1 is pointed at
+    stderr for the duration and the protocol gets a private copy of it.
+    """
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    stream = os.fdopen(os.dup(saved), "w", buffering=1)
+    python_stdout, sys.stdout = sys.stdout, sys.stderr
+    try:
+        yield stream
+    finally:
+        stream.close()
+        sys.stdout = python_stdout
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+class JobProgress:
+    """Progress as `{"event": "progress", ...}` lines, throttled."""
+
+    def __init__(self, stream: IO[str], interval_s: float = JOB_PROGRESS_INTERVAL_S) -> None:
+        self.stream = stream
+        self.interval_s = interval_s
+        self.last_time = 0.0
+        self.last_phase = ""
+
+    def __call__(self, phase: str, fraction: float, message: str) -> None:
+        now = time.monotonic()
+        if phase == self.last_phase and fraction < 1 and now - self.last_time < self.interval_s:
+            return
+        self.last_time, self.last_phase = now, phase
+        event = {
+            "event": "progress",
+            "phase": phase,
+            "fraction": round(fraction, 4),
+            "message": message,
+        }
+        self.stream.write(json.dumps(event) + "\n")
+        self.stream.flush()
+
+
+def read_spec(path: Path) -> ProfileConfig:
+    try:
+        data = json.loads(Path(path).read_text())
+        config = ProfileConfig.from_dict(data)
+    except ConfigError:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise ConfigError(f"cannot read the job spec {path}: {one_line(exc)}") from None
+    config.validate()
+    return config
+
+
+def cmd_job(args: argparse.Namespace) -> int:
+    from profiling.runner import run_profile
+
+    with protocol_stdout() as events:
+        try:
+            config = read_spec(args.spec)
+            _quiet_libraries()
+            profile = run_profile(config, progress=JobProgress(events))
+        except Exception as exc:
+            return _job_failed(args.out, exc)
+    write_json_atomic(args.out, profile.to_dict())
+    return EXIT_OK
+
+
+def _job_failed(out: Path, exc: Exception) -> int:
+    kind = "out_of_memory" if is_out_of_memory(exc) else error_kind(exc)
+    if kind == "internal":
+        traceback.print_exc(file=sys.stderr)
+    write_json_atomic(out, {"error": {"kind": kind, "message": one_line(exc)}})
+    if kind == "out_of_memory":
+        return EXIT_OOM
+    return EXIT_INTERNAL if kind == "internal" else EXIT_BAD_INPUT
+
+
+# -- the readable summary -------------------------------------------------------
+
+
+def fmt_bytes(n: float | None) -> str:
+    """SI bytes (1 GB = 1e9 B, like the GPU catalog)."""
+    if n is None:
+        return "-"
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:,.2f} {unit}"
+    return f"{n:,.0f} B"
+
+
+def _pct(fraction: float | None) -> str:
+    return "-" if fraction is None else f"{fraction * 100:.1f} %"
+
+
+def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    out = ["", title, "  " + "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    out += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
+    return out
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:,.2f}"
+
+
+def _header(p: Profile) -> list[str]:
+    m, e = p.model, p.environment
+    weights = "random weights, " if m.config_only else ""
+    return [
+        f"Model   {m.name} ({m.source}, {m.architecture}, {weights}"
+        f"{m.num_parameters / 1e6:,.1f} M parameters, {m.num_layers} layers, "
+        f"{m.num_attention_heads} heads / {m.num_key_value_heads} KV heads × {m.head_dim})",
+        f"Device  {e.device}: {e.device_name} ({e.dtype}; torch {e.torch}, "
+        f"transformers {e.transformers}, {e.torch_threads} threads)",
+    ]
+
+
+def _memory_lines(p: Profile) -> list[str]:
+    mem = p.memory
+    by_dtype = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in mem.weights_bytes_by_dtype.items())
+    lines = [
+        "",
+        "Memory",
+        f"  weights               {fmt_bytes(mem.weights_bytes)} ({by_dtype})",
+        f"  KV cache per token    {fmt_bytes(mem.kv_cache_bytes_per_token)} measured, "
+        f"{fmt_bytes(mem.kv_cache_bytes_per_token_computed)} by formula",
+        f"  peak during prefill   {fmt_bytes(mem.peak_prefill_bytes)} ({mem.peak_prefill_method}, "
+        f"{mem.peak_prefill_prompt_tokens} tokens × batch {mem.peak_prefill_batch_size})",
+    ]
+    fit = mem.fit
+    if fit is not None:
+        verdict = "fits" if fit.fits else "does NOT fit"
+        need, usable = fmt_bytes(fit.required_bytes), fmt_bytes(fit.available_bytes)
+        lines.append(
+            f"  fit on {fit.gpu_count}× {fit.gpu_kind}: {verdict}, needs {need} of {usable} "
+            f"usable; at most {fit.max_concurrency:,} requests of {fit.context_tokens} tokens"
+        )
+    return lines
+
+
+def _prefill_rows(p: Profile) -> list[list[str]]:
+    return [
+        [
+            str(x.prompt_tokens),
+            str(x.batch_size),
+            _ms(x.seconds.median),
+            f"{_ms(x.seconds.p10)}-{_ms(x.seconds.p90)}",
+            f"{x.tokens_per_second:,.0f}",
+            f"{x.achieved_flops_per_second / 1e12:,.3f}",
+            _pct(x.fraction_of_peak),
+        ]
+        for x in p.prefill
+    ]
+
+
+def _decode_rows(p: Profile) -> list[list[str]]:
+    return [
+        [
+            str(x.batch_size),
+            str(x.context_tokens),
+            _ms(x.seconds_per_token.median),
+            f"{_ms(x.seconds_per_token.p10)}-{_ms(x.seconds_per_token.p90)}",
+            f"{x.tokens_per_second:,.0f}",
+            f"{x.achieved_bytes_per_second / 1e9:,.1f}",
+            _pct(x.fraction_of_peak),
+        ]
+        for x in p.decode
+    ]
+
+
+def render_summary(p: Profile) -> str:
+    """The human-readable report `profile` prints."""
+    lines = _header(p) + _memory_lines(p)
+    lines += _table(
+        "Prefill (one forward pass, last-token logits)",
+        ["tokens", "batch", "median ms", "p10-p90 ms", "tok/s", "TFLOP/s", "of peak"],
+        _prefill_rows(p),
+    )
+    lines += _table(
+        "Decode (one step, one token per row)",
+        ["batch", "context", "ms/step", "p10-p90 ms", "tok/s", "GB/s", "of peak"],
+        _decode_rows(p),
+    )
+    if p.verdict:
+        lines += ["", "Verdict", f"  {p.verdict.summary}", f"  basis: {p.verdict.basis}"]
+    if p.warnings:
+        lines += ["", "Warnings"] + [f"  - {w}" for w in p.warnings]
+    return "\n".join(lines)
+
+
+# -- devices --------------------------------------------------------------------
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from profiling.environment import list_devices
+
+    print(json.dumps(list_devices(), indent=1))
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)

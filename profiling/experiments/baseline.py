@@ -1,0 +1,415 @@
+"""The baseline experiment: measured prefill and decode sweeps.
+
+Prefill: one forward pass over a batch of prompts, computing logits for the
+last token only (`logits_to_keep=1`), as a server does before sampling the
+first token. Decode: the context is prefilled once into a `DynamicCache`,
+then single decode steps (one token per row) are timed; after each step the
+cache is cropped back by one token (`cache.crop(-1)`, transformers >= 5.20
+semantics), so every sample sees the same context length without copying the
+cache. Everything runs under `torch.inference_mode()`.
+
+FLOPs of a prefill of T tokens at batch B (documented so "% of peak" can be
+checked by hand):
+    2 × body_params × T × B          every non-embedding weight, once per token
+  + 2 × vocab × hidden × B           the LM head, for the last token only
+  + 2 × layers × (heads × head_dim) × T² × B
+                                     causal attention: QKᵀ and AV, 2 × 2 × d × T²
+                                     each layer, halved by the causal mask
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiling.config import Workload
+from profiling.errors import OutOfMemory, is_out_of_memory
+from profiling.experiments import Progress, no_progress
+from profiling.hardware import GPU
+from profiling.memory import PeakMemory, PeakReading
+from profiling.results import DecodePoint, ModelInfo, PrefillPoint, Samples
+from profiling.timing import Clock, measure, noisy_warnings
+
+OnSample = Callable[[int, int], None]
+
+QUICK_PREFILL_TOKENS = (32, 128, 256)
+QUICK_DECODE_BATCHES = (1, 4)
+QUICK_DECODE_CONTEXTS = (64, 256)
+FULL_PREFILL_BATCH = 4
+# Fixed prompt text for models with a tokenizer; repeated to any length.
+PROMPT_TEXT = (
+    "Serving a language model has two phases. The prompt is read in one pass, which keeps "
+    "the GPU's arithmetic units busy; then tokens are generated one at a time, and every step "
+    "reads all the weights and the whole key-value cache from memory. Which phase dominates "
+    "depends on the prompt length, the number of generated tokens and how many requests share "
+    "the device at once. "
+)
+
+
+@dataclass
+class Plan:
+    """The points a baseline run measures, and how often."""
+
+    prefill_tokens: list[int]
+    prefill_batches: list[int]
+    decode_batches: list[int]
+    decode_contexts: list[int]
+    warmup: int
+    repeats: int
+    min_seconds: float | None = None
+
+    @property
+    def num_points(self) -> int:
+        prefill = len(self.prefill_tokens) * len(self.prefill_batches)
+        return prefill + len(self.decode_batches) * len(self.decode_contexts)
+
+
+@dataclass
+class Subject:
+    """The loaded model and the figures the sweeps need about it."""
+
+    model: Any
+    tokenizer: Any | None
+    info: ModelInfo
+    device: str
+    dtype: str
+    weights_bytes: int
+    kv_bytes_per_token: int
+    gpu: GPU | None = None  # the catalog GPU this device is, for "% of peak"
+    seed: int = 0
+
+
+@dataclass
+class BaselineResult:
+    prefill: list[PrefillPoint]
+    decode: list[DecodePoint]
+    peak: PeakReading
+    peak_prompt_tokens: int = 0
+    peak_batch_size: int = 0
+    warnings: list[str] = field(default_factory=list)
+
+
+# -- planning -------------------------------------------------------------------
+
+
+def _powers_of_two(low: int, high: int) -> list[int]:
+    out, n = [], low
+    while n <= high:
+        out.append(n)
+        n *= 2
+    return out
+
+
+def _capped(values: list[int] | tuple[int, ...], cap: int) -> list[int]:
+    kept = sorted({v for v in values if 1 <= v <= cap})
+    return kept or [max(1, cap)]
+
+
+def make_plan(workload: Workload, quick: bool, max_positions: int | None) -> Plan:
+    """The sweep for a workload: quick for a first look, full for a report."""
+    positions = max_positions or 1 << 20
+    prompt_cap = min(workload.prompt_tokens, positions)
+    context_cap = min(workload.context_tokens, positions - 1)
+    concurrency = workload.concurrency
+    if quick:
+        return Plan(
+            prefill_tokens=_capped(QUICK_PREFILL_TOKENS, prompt_cap),
+            prefill_batches=[1],
+            decode_batches=_capped([min(b, concurrency) for b in QUICK_DECODE_BATCHES], 4096),
+            decode_contexts=_capped(QUICK_DECODE_CONTEXTS, context_cap),
+            warmup=1,
+            repeats=5,
+        )
+    mid_context = workload.prompt_tokens + workload.output_tokens // 2
+    contexts = [c for c in (64, 256, 1024, 4096, 16384, 65536) if c < context_cap]
+    return Plan(
+        prefill_tokens=_capped([*_powers_of_two(16, prompt_cap), prompt_cap], prompt_cap),
+        prefill_batches=sorted({1, min(FULL_PREFILL_BATCH, concurrency)}),
+        decode_batches=_capped([*_powers_of_two(1, concurrency), concurrency], concurrency),
+        decode_contexts=_capped([*contexts, mid_context, context_cap], context_cap),
+        warmup=3,
+        repeats=10,
+        min_seconds=0.25,
+    )
+
+
+# -- inputs and formulas --------------------------------------------------------
+
+
+def input_ids(subject: Subject, batch: int, tokens: int, offset: int = 0) -> Any:
+    """A [batch, tokens] id tensor: the fixed text if there is a tokenizer,
+    else seeded random ids. Rows differ (shifted) so no batch is degenerate."""
+    import torch
+
+    vocab = subject.info.vocab_size
+    base: list[int] = []
+    if subject.tokenizer is not None:
+        base = list(subject.tokenizer(PROMPT_TEXT, add_special_tokens=False)["input_ids"])
+    if base:
+        need = tokens + batch + offset
+        ids = torch.tensor((base * (need // len(base) + 1))[:need]) % vocab
+        rows = [ids[offset + r : offset + r + tokens] for r in range(batch)]
+        return torch.stack(rows).to(subject.device)
+    generator = torch.Generator().manual_seed(subject.seed + offset)
+    return torch.randint(0, vocab, (batch, tokens), generator=generator).to(subject.device)
+
+
+def body_and_head_params(model: Any) -> tuple[int, int]:
+    """(non-embedding parameters excluding an untied LM head, LM head size)."""
+    total = sum(p.numel() for p in model.parameters())
+    embed = model.get_input_embeddings().weight
+    head_module = model.get_output_embeddings()
+    head = head_module.weight if head_module is not None else embed
+    tied = head.data_ptr() == embed.data_ptr()
+    return total - embed.numel() - (0 if tied else head.numel()), head.numel()
+
+
+def prefill_flops(info: ModelInfo, body: int, head: int, tokens: int, batch: int) -> float:
+    """Model FLOPs of one prefill; the formula is in the module docstring."""
+    attention = 2 * info.num_layers * info.num_attention_heads * info.head_dim * tokens**2
+    return float(batch * (2 * body * tokens + 2 * head + attention))
+
+
+def _fraction(achieved: float, peak: float | None) -> float | None:
+    return achieved / peak if peak else None
+
+
+# -- the sweeps -----------------------------------------------------------------
+
+
+def prefill_point(
+    subject: Subject,
+    plan: Plan,
+    clock: Clock,
+    tokens: int,
+    batch: int,
+    params: tuple[int, int],
+    on_sample: OnSample | None = None,
+) -> PrefillPoint:
+    ids = input_ids(subject, batch, tokens)
+
+    def forward() -> None:
+        subject.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+
+    seconds = measure(
+        forward,
+        warmup=plan.warmup,
+        repeats=plan.repeats,
+        clock=clock,
+        min_seconds=plan.min_seconds,
+        on_sample=on_sample,
+    )
+    flops = prefill_flops(subject.info, *params, tokens, batch)
+    achieved = flops / seconds.median
+    peak = subject.gpu.peak_flops(subject.dtype) if subject.gpu else None
+    return PrefillPoint(
+        prompt_tokens=tokens,
+        batch_size=batch,
+        seconds=seconds,
+        tokens_per_second=tokens * batch / seconds.median,
+        flops=flops,
+        achieved_flops_per_second=achieved,
+        peak_flops_per_second=peak,
+        fraction_of_peak=_fraction(achieved, peak),
+    )
+
+
+def decode_point(
+    subject: Subject,
+    plan: Plan,
+    clock: Clock,
+    batch: int,
+    context: int,
+    on_sample: OnSample | None = None,
+) -> DecodePoint:
+    """Time one decode step at `batch` rows over a cache of `context` tokens."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=subject.model.config)
+    cache.activate_past_recording()  # lets sliding-window layers be cropped back
+    ids = input_ids(subject, batch, context)
+    subject.model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
+    cache.crop(0)
+    step, setup = _decode_step(subject.model, cache, input_ids(subject, batch, 1, offset=context))
+    seconds = measure(
+        step,
+        warmup=plan.warmup,
+        repeats=plan.repeats,
+        clock=clock,
+        min_seconds=plan.min_seconds,
+        on_sample=on_sample,
+        setup=setup,
+    )
+    return decode_point_from(subject, batch, context, seconds)
+
+
+def _decode_step(model: Any, cache: Any, step_ids: Any) -> tuple[Callable[[], None], Any]:
+    """(timed step, untimed setup) that keep every sample at the same context.
+
+    A croppable cache is rolled back by one token after each step, which
+    costs a slice per layer. Caches that cannot be rolled back (e.g. linear
+    attention layers) are copied before each step instead, outside the timing.
+    """
+    if cache.is_croppable:
+
+        def step() -> None:
+            model(input_ids=step_ids, cache=cache, use_cache=True, logits_to_keep=1)
+            cache.crop(-1)
+
+        return step, None
+    import copy
+
+    work = {"cache": cache}
+
+    def fresh_copy() -> None:
+        work["cache"] = copy.deepcopy(cache)
+
+    def step_on_copy() -> None:
+        model(input_ids=step_ids, cache=work["cache"], use_cache=True, logits_to_keep=1)
+
+    return step_on_copy, fresh_copy
+
+
+def decode_point_from(subject: Subject, batch: int, context: int, seconds: Samples) -> DecodePoint:
+    """A DecodePoint from measured step times: bytes read per step and bandwidth."""
+    bytes_per_step = float(subject.weights_bytes + subject.kv_bytes_per_token * batch * context)
+    achieved = bytes_per_step / seconds.median
+    peak = subject.gpu.memory_bandwidth_bytes_per_second if subject.gpu else None
+    return DecodePoint(
+        batch_size=batch,
+        context_tokens=context,
+        seconds_per_token=seconds,
+        tokens_per_second=batch / seconds.median,
+        bytes_per_step=bytes_per_step,
+        achieved_bytes_per_second=achieved,
+        peak_bytes_per_second=peak,
+        fraction_of_peak=_fraction(achieved, peak),
+    )
+
+
+def _free_device_memory(device: str) -> None:
+    """Return cached CUDA blocks (after an OOM, before a peak reading).
+
+    Not on CPU: a full `gc.collect()` with transformers loaded costs a large
+    share of a quick run, and the CPU allocator returns big blocks anyway.
+    """
+    if device.startswith("cuda"):
+        import gc
+
+        import torch
+
+        gc.collect()
+        torch.cuda.empty_cache()
+
+
+def _sweep(
+    points: list[tuple[int, int]],
+    run: Callable[[int, int], Any],
+    device: str,
+    label: Callable[[int, int], str],
+    warnings: list[str],
+) -> list[Any]:
+    """Run points in order of size; after an out-of-memory, skip the larger ones.
+
+    The first point running out of memory is fatal (nothing could be measured).
+    """
+    out: list[Any] = []
+    failed_size: int | None = None
+    for a, b in sorted(points, key=lambda p: (p[0] * p[1], p)):
+        if failed_size is not None and a * b >= failed_size:
+            continue
+        try:
+            out.append(run(a, b))
+        except Exception as exc:
+            if not is_out_of_memory(exc) or not out:
+                raise
+            failed_size = a * b
+            warnings.append(f"{label(a, b)} ran out of memory; larger points were skipped")
+        if failed_size == a * b:  # outside `except`, so the failed tensors are gone
+            _free_device_memory(device)
+    return out
+
+
+def run_baseline(
+    subject: Subject, plan: Plan, clock: Clock, progress: Progress | None = None
+) -> BaselineResult:
+    """Measure the prefill and decode sweeps of `plan` on `subject`."""
+    import torch
+
+    progress = progress or no_progress
+    total = plan.num_points + 1
+    done = [0]
+    warnings: list[str] = []
+
+    def start(phase: str, message: str) -> OnSample:
+        """Report the start of the next point; the callback reports its samples."""
+        base = done[0]
+        done[0] += 1
+        progress(phase, base / total, message)
+        return lambda i, n: progress(phase, (base + i / n) / total, message)
+
+    params = body_and_head_params(subject.model)
+
+    def one_prefill(tokens: int, batch: int) -> PrefillPoint:
+        on_sample = start("prefill", f"prefill {tokens} tokens × batch {batch}")
+        return prefill_point(subject, plan, clock, tokens, batch, params, on_sample)
+
+    def one_decode(batch: int, context: int) -> DecodePoint:
+        on_sample = start("decode", f"decode batch {batch} at context {context}")
+        return decode_point(subject, plan, clock, batch, context, on_sample)
+
+    with torch.inference_mode():
+        prefill_pairs = [(t, b) for t in plan.prefill_tokens for b in plan.prefill_batches]
+        prefill = _sweep(
+            prefill_pairs,
+            one_prefill,
+            subject.device,
+            lambda t, b: f"prefill of {t} tokens × batch {b}",
+            warnings,
+        )
+        decode_pairs = [(b, c) for b in plan.decode_batches for c in plan.decode_contexts]
+        decode = _sweep(
+            decode_pairs,
+            one_decode,
+            subject.device,
+            lambda b, c: f"decode at batch {b}, context {c}",
+            warnings,
+        )
+        start("memory", "peak memory of the largest prefill")
+        largest = max(prefill, key=lambda p: (p.prompt_tokens * p.batch_size, p.prompt_tokens))
+        peak = _peak_prefill(subject, largest.prompt_tokens, largest.batch_size)
+    progress("memory", 1.0, "baseline measured")
+    prefill.sort(key=lambda p: (p.batch_size, p.prompt_tokens))
+    decode.sort(key=lambda p: (p.batch_size, p.context_tokens))
+    warnings += _noisy_warnings(prefill, decode)
+    return BaselineResult(
+        prefill, decode, peak, largest.prompt_tokens, largest.batch_size, warnings
+    )
+
+
+def _peak_prefill(subject: Subject, tokens: int, batch: int) -> PeakReading:
+    ids = input_ids(subject, batch, tokens)
+    _free_device_memory(subject.device)
+    tracker = PeakMemory(subject.device)
+    try:
+        with tracker:
+            subject.model(input_ids=ids, use_cache=True, logits_to_keep=1)
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            raise OutOfMemory(
+                f"ran out of memory re-running a prefill of {tokens} tokens × batch {batch}"
+            ) from exc
+        raise
+    return tracker.reading
+
+
+def _noisy_warnings(prefill: list[PrefillPoint], decode: list[DecodePoint]) -> list[str]:
+    labelled = [
+        (f"prefill {p.prompt_tokens} tokens × batch {p.batch_size}", p.seconds) for p in prefill
+    ]
+    labelled += [
+        (f"decode batch {d.batch_size} at context {d.context_tokens}", d.seconds_per_token)
+        for d in decode
+    ]
+    return noisy_warnings(labelled)

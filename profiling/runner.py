@@ -1,0 +1,240 @@
+"""One profiling run, end to end.
+
+config → pick device → load → weights and KV bytes → baseline sweeps →
+fit check → verdict → optional experiments → Profile. Progress fractions
+are of the whole run: loading takes the first quarter, the sweeps most of
+the rest.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling import hardware
+from profiling.config import ConfigError, ProfileConfig
+from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
+from profiling.experiments import (
+    Experiment,
+    ExperimentContext,
+    Progress,
+    get_experiment,
+    no_progress,
+    span,
+)
+from profiling.results import FitCheck, MemoryResult, Profile
+from profiling.timing import Clock
+
+LOAD_END, MEASURE_END, BASELINE_END, EXPERIMENTS_END = 0.25, 0.30, 0.92, 0.99
+
+
+def run_profile(
+    config: ProfileConfig, progress: Progress | None = None, clock: Clock | None = None
+) -> Profile:
+    """Measure `config.model` on this machine; raises ProfilingError or ConfigError.
+
+    `clock` overrides the device's clock (tests inject a fake one).
+    """
+    config.validate()
+    experiments = {name: get_experiment(name) for name in config.experiments}
+    target_gpu = target_gpu_of(config)
+    try:
+        return _run(config, progress or no_progress, clock, target_gpu, experiments)
+    except (ProfilingError, ConfigError):
+        raise
+    except Exception as exc:
+        if is_out_of_memory(exc):
+            raise OutOfMemory(
+                f"ran out of memory while profiling {config.model}: try a smaller "
+                "concurrency or context, a smaller dtype, or a GPU with more memory"
+            ) from exc
+        raise
+
+
+def target_gpu_of(config: ProfileConfig) -> hardware.GPU | None:
+    """The catalog GPU the user deploys on, if they named one."""
+    kind = config.hardware.gpu_kind
+    if not kind:
+        return None
+    try:
+        return hardware.lookup(kind)
+    except hardware.UnknownGPU as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _run(
+    config: ProfileConfig,
+    progress: Progress,
+    clock: Clock | None,
+    target_gpu: hardware.GPU | None,
+    experiments: dict[str, Experiment],
+) -> Profile:
+    import torch
+
+    from profiling import environment, loading, memory, timing
+    from profiling.experiments import baseline
+    from profiling.verdict import verdict
+
+    started = environment.utc_now()
+    busy = busy_machine_warning()
+    device = loading.pick_device(config.device)
+    dtype = loading.pick_dtype(config.dtype, device)
+    clock = clock or timing.clock_for(device)
+    torch.manual_seed(config.seed)
+    loaded = loading.load(config, device, dtype, span(progress, 0.0, LOAD_END))
+
+    progress("memory", LOAD_END, "counting weight bytes and measuring the KV cache")
+    weights, by_dtype = memory.weights_bytes(loaded.model)
+    dtype_bytes = getattr(torch, dtype).itemsize
+    kv_computed = memory.kv_bytes_per_token_computed(loaded.model.config, dtype_bytes)
+    kv_measured = memory.kv_bytes_per_token_measured(loaded.model, device)
+    local_gpu = _local_gpu(device)
+    subject = baseline.Subject(
+        loaded.model,
+        loaded.tokenizer,
+        loaded.info,
+        device,
+        dtype,
+        weights,
+        kv_measured,
+        local_gpu,
+        config.seed,
+    )
+    plan = baseline.make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)
+    end = BASELINE_END if experiments else EXPERIMENTS_END
+    base = baseline.run_baseline(subject, plan, clock, span(progress, MEASURE_END, end))
+
+    fit_gpu = target_gpu or local_gpu
+    fit = (
+        memory.fit_check(weights, kv_measured, config.workload, fit_gpu, config.hardware.gpu_count)
+        if fit_gpu
+        else None
+    )
+    profile = Profile(
+        config=config,
+        model=loaded.info,
+        environment=environment.collect(device, dtype, started),
+        memory=_memory_result(weights, by_dtype, kv_measured, kv_computed, base, fit),
+        prefill=base.prefill,
+        decode=base.decode,
+        verdict=verdict(base.prefill, base.decode, config.workload, fit),
+        warnings=_warnings(config, loaded, device, kv_measured, kv_computed, fit) + base.warnings,
+    )
+    if busy and device == "cpu":
+        profile.warnings.append(busy)
+    _run_experiments(profile, experiments, loaded, device, dtype, clock, progress)
+    profile.environment.finished_at = environment.utc_now()
+    progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
+    return profile
+
+
+def busy_machine_warning() -> str | None:
+    """A warning when other work already keeps the CPUs busy (load average)."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+    except (OSError, AttributeError):  # not on every platform
+        return None
+    cores = os.cpu_count() or 1
+    if load < 0.5 * cores:
+        return None
+    return (
+        f"the machine was busy before the run (load average {load:.1f} on {cores} cores): "
+        "CPU timings are slower and noisier than on an idle machine"
+    )
+
+
+def _local_gpu(device: str) -> hardware.GPU | None:
+    if not device.startswith("cuda"):
+        return None
+    from profiling.environment import device_description
+
+    return hardware.match_device_name(device_description(device)[0])
+
+
+def _memory_result(
+    weights: int,
+    by_dtype: dict[str, int],
+    kv_measured: int,
+    kv_computed: int,
+    base: Any,
+    fit: FitCheck | None,
+) -> MemoryResult:
+    return MemoryResult(
+        weights_bytes=weights,
+        weights_bytes_by_dtype=by_dtype,
+        kv_cache_bytes_per_token=kv_measured,
+        kv_cache_bytes_per_token_computed=kv_computed,
+        peak_prefill_bytes=base.peak.peak_bytes,
+        peak_prefill_method=base.peak.method,
+        peak_prefill_prompt_tokens=base.peak_prompt_tokens,
+        peak_prefill_batch_size=base.peak_batch_size,
+        nvml_used_bytes=base.peak.nvml_used_bytes,
+        fit=fit,
+    )
+
+
+def _run_experiments(
+    profile: Profile,
+    experiments: dict[str, Experiment],
+    loaded: Any,
+    device: str,
+    dtype: str,
+    clock: Clock,
+    progress: Progress,
+) -> None:
+    step = (EXPERIMENTS_END - BASELINE_END) / max(1, len(experiments))
+    for i, (name, experiment) in enumerate(experiments.items()):
+        start = BASELINE_END + i * step
+        context = ExperimentContext(
+            profile.config,
+            loaded,
+            device,
+            dtype,
+            clock,
+            span(progress, start, start + step),
+            profile,
+        )
+        profile.experiments[name] = experiment(context)
+
+
+def _warnings(
+    config: ProfileConfig,
+    loaded: Any,
+    device: str,
+    kv_measured: int,
+    kv_computed: int,
+    fit: FitCheck | None,
+) -> list[str]:
+    out = []
+    info = loaded.info
+    if info.config_only:
+        out.append(
+            "config-only model: random weights, so times and memory are real but "
+            "generated text would be meaningless"
+        )
+    if loaded.tokenizer is None and not info.config_only:
+        out.append("the model has no tokenizer: prompts were random token ids")
+    if device == "cpu":
+        out.append(
+            "measured on CPU: times are far slower than on a GPU and no "
+            "fraction-of-peak figures are given"
+        )
+    positions = info.max_position_embeddings
+    if positions and config.workload.context_tokens > positions:
+        out.append(
+            f"the workload's {config.workload.context_tokens} tokens of context exceed "
+            f"the model's {positions} positions: the sweeps stop at {positions}"
+        )
+    if kv_measured != kv_computed:
+        out.append(
+            f"the KV cache measured {kv_measured} bytes per token but the formula gives "
+            f"{kv_computed}: the model may use sliding-window, shared or compressed KV "
+            "layers; the measured figure is used"
+        )
+    if fit is not None and not fit.fits:
+        out.append(
+            f"weights plus KV cache need {fit.required_bytes / 1e9:.1f} GB but "
+            f"{fit.gpu_count}× {fit.gpu_kind} leave {fit.available_bytes / 1e9:.1f} GB"
+        )
+    return out

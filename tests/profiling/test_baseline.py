@@ -1,0 +1,235 @@
+"""The baseline sweeps: plans, measured points, cache handling, progress."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from profiling import hardware
+from profiling.config import Workload
+from profiling.experiments import baseline
+from profiling.loading import Source, model_info
+from profiling.memory import weights_bytes
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+class FakeClock:
+    """Runs the function and says every call took `seconds`."""
+
+    def __init__(self, seconds: float = 0.01) -> None:
+        self.seconds = seconds
+        self.calls = 0
+
+    def time(self, fn: Callable[[], Any]) -> float:
+        fn()
+        self.calls += 1
+        return self.seconds
+
+
+@pytest.fixture(scope="module")
+def subject() -> baseline.Subject:
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=256,
+    )
+    model = LlamaForCausalLM(config).eval()
+    info = model_info(model, Source("local", "tiny"), config_only=False, revision=None)
+    return baseline.Subject(
+        model,
+        None,
+        info,
+        "cpu",
+        "float32",
+        weights_bytes(model)[0],
+        kv_bytes_per_token=2 * 2 * 2 * 8 * 4,
+    )
+
+
+def small_plan(**changes: Any) -> baseline.Plan:
+    plan = baseline.Plan(
+        prefill_tokens=[16, 32],
+        prefill_batches=[1, 2],
+        decode_batches=[1, 3],
+        decode_contexts=[8, 24],
+        warmup=1,
+        repeats=2,
+    )
+    for key, value in changes.items():
+        setattr(plan, key, value)
+    return plan
+
+
+def test_quick_plan_is_small_and_capped_by_the_workload() -> None:
+    plan = baseline.make_plan(
+        Workload(prompt_tokens=100, output_tokens=20, concurrency=2), quick=True, max_positions=4096
+    )
+    assert plan.prefill_tokens == [32]
+    assert plan.prefill_batches == [1]
+    assert plan.decode_batches == [1, 2]
+    assert plan.decode_contexts == [64]
+    assert plan.warmup <= 2 and 3 <= plan.repeats <= 5
+
+
+def test_quick_plan_is_capped_by_the_model_positions() -> None:
+    plan = baseline.make_plan(
+        Workload(prompt_tokens=4096, output_tokens=512), quick=True, max_positions=200
+    )
+    assert max(plan.prefill_tokens) <= 200 and max(plan.decode_contexts) < 200
+
+
+def test_full_plan_sweeps_powers_of_two_up_to_the_workload() -> None:
+    plan = baseline.make_plan(
+        Workload(prompt_tokens=512, output_tokens=128, concurrency=8),
+        quick=False,
+        max_positions=None,
+    )
+    assert plan.prefill_tokens == [16, 32, 64, 128, 256, 512]
+    assert plan.prefill_batches == [1, 4]
+    assert plan.decode_batches == [1, 2, 4, 8]
+    assert plan.decode_contexts == [64, 256, 576, 640]
+    assert plan.warmup >= 3 and plan.repeats >= 10
+
+
+def test_full_plan_includes_an_odd_concurrency() -> None:
+    plan = baseline.make_plan(Workload(concurrency=6), quick=False, max_positions=None)
+    assert plan.decode_batches == [1, 2, 4, 6]
+
+
+def test_the_sweep_measures_every_point_of_the_plan(subject: baseline.Subject) -> None:
+    clock = FakeClock(0.01)
+    result = baseline.run_baseline(subject, small_plan(), clock)
+    assert [(p.prompt_tokens, p.batch_size) for p in result.prefill] == [
+        (16, 1),
+        (32, 1),
+        (16, 2),
+        (32, 2),
+    ]
+    assert [(d.batch_size, d.context_tokens) for d in result.decode] == [
+        (1, 8),
+        (1, 24),
+        (3, 8),
+        (3, 24),
+    ]
+    assert clock.calls == 8 * 3  # 8 points × (1 warm-up + 2 repeats)
+    point = result.prefill[-1]
+    assert point.seconds.samples == [0.01, 0.01]
+    assert point.tokens_per_second == pytest.approx(64 / 0.01)
+    assert point.peak_flops_per_second is None and point.fraction_of_peak is None
+    assert result.decode[-1].tokens_per_second == pytest.approx(3 / 0.01)
+    assert (result.peak_prompt_tokens, result.peak_batch_size) == (32, 2)
+    assert result.peak.method == "rss_delta"
+
+
+def test_prefill_flops_follow_the_documented_formula(subject: baseline.Subject) -> None:
+    body, head = baseline.body_and_head_params(subject.model)
+    assert head == 128 * 32
+    assert body == sum(p.numel() for p in subject.model.parameters()) - 2 * 128 * 32
+    flops = baseline.prefill_flops(subject.info, body, head, tokens=16, batch=2)
+    assert flops == 2 * (2 * body * 16 + 2 * head + 2 * 2 * 4 * 8 * 16**2)
+
+
+def test_decode_bytes_count_weights_and_the_kv_of_every_row(subject: baseline.Subject) -> None:
+    point = baseline.decode_point(subject, small_plan(), FakeClock(0.002), batch=3, context=24)
+    expected = subject.weights_bytes + subject.kv_bytes_per_token * 3 * 24
+    assert point.bytes_per_step == expected
+    assert point.achieved_bytes_per_second == pytest.approx(expected / 0.002)
+
+
+class CacheSpy:
+    """Wraps a model and records the cache length each call starts from."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.config, self.lengths = model, model.config, []
+
+    def __call__(self, **kwargs: Any) -> Any:
+        cache = kwargs.get("cache")
+        self.lengths.append(cache.get_seq_length() if cache is not None else None)
+        return self.model(**kwargs)
+
+
+def test_every_decode_sample_sees_the_same_context_length(subject: baseline.Subject) -> None:
+    spy = CacheSpy(subject.model)
+    spied = baseline.Subject(spy, None, subject.info, "cpu", "float32", 1, 1)
+    with torch.inference_mode():
+        baseline.decode_point(spied, small_plan(warmup=2, repeats=4), FakeClock(), 2, 24)
+    assert spy.lengths == [0] + [24] * 6  # the prefill, then every step at 24
+
+
+def test_known_gpus_get_fractions_of_their_catalog_peaks(subject: baseline.Subject) -> None:
+    gpu = hardware.lookup("h100")
+    on_gpu = baseline.Subject(
+        subject.model,
+        None,
+        subject.info,
+        "cpu",
+        "bfloat16",
+        subject.weights_bytes,
+        subject.kv_bytes_per_token,
+        gpu,
+    )
+    result = baseline.run_baseline(
+        on_gpu, small_plan(prefill_batches=[1], decode_batches=[1]), FakeClock(0.01)
+    )
+    point, step = result.prefill[0], result.decode[0]
+    assert point.peak_flops_per_second == gpu.bf16_flops_per_second
+    assert point.fraction_of_peak == pytest.approx(point.achieved_flops_per_second / 989e12)
+    assert step.fraction_of_peak == pytest.approx(step.achieved_bytes_per_second / 3.35e12)
+
+
+def test_progress_is_reported_often_and_only_moves_forward(subject: baseline.Subject) -> None:
+    seen: list[tuple[str, float, str]] = []
+    baseline.run_baseline(subject, small_plan(), FakeClock(), lambda *a: seen.append(a))
+    fractions = [f for _, f, _ in seen]
+    assert len(seen) > 8 * 3
+    assert fractions == sorted(fractions) and fractions[0] == 0.0 and fractions[-1] == 1.0
+    assert {phase for phase, _, _ in seen} == {"prefill", "decode", "memory"}
+
+
+def test_prompts_come_from_the_tokenizer_when_there_is_one(subject: baseline.Subject) -> None:
+    class WordIds:
+        def __call__(self, text: str, add_special_tokens: bool) -> dict:
+            return {"input_ids": [len(w) for w in text.split()]}
+
+    with_tokenizer = baseline.Subject(
+        subject.model, WordIds(), subject.info, "cpu", "float32", 1, 1
+    )
+    ids = baseline.input_ids(with_tokenizer, batch=2, tokens=5)
+    words = [len(w) for w in baseline.PROMPT_TEXT.split()]
+    assert ids.tolist() == [words[0:5], words[1:6]]
+    random_ids = baseline.input_ids(subject, batch=2, tokens=5)
+    assert random_ids.shape == (2, 5) and torch.equal(random_ids, baseline.input_ids(subject, 2, 5))
+
+
+def test_a_cache_that_cannot_be_cropped_is_copied_before_each_step(
+    subject: baseline.Subject,
+) -> None:
+    from transformers import DynamicCache
+
+    class Uncroppable(DynamicCache):
+        is_croppable = False
+
+    cache = Uncroppable(config=subject.model.config)
+    with torch.inference_mode():
+        subject.model(input_ids=baseline.input_ids(subject, 1, 12), cache=cache, use_cache=True)
+        step, setup = baseline._decode_step(subject.model, cache, baseline.input_ids(subject, 1, 1))
+        for _ in range(3):
+            setup()
+            step()
+    assert setup is not None and cache.get_seq_length() == 12

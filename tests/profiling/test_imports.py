@@ -1,0 +1,45 @@
+"""The library stands alone: no Django, Celery or advisor, and light result types."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+IMPORT_ALL = """
+import importlib, json, pkgutil, sys
+import profiling
+names = ["profiling"] + [m.name for m in pkgutil.walk_packages(profiling.__path__, "profiling.")]
+for name in names:
+    importlib.import_module(name)
+banned = sorted(m for m in sys.modules if m.split(".")[0] in ("django", "celery", "advisor"))
+print(json.dumps({"modules": names, "banned": banned}))
+"""
+
+IMPORT_LIGHT = """
+import json, sys
+import profiling, profiling.config, profiling.results, profiling.hardware, profiling.serde
+import profiling.errors, profiling.verdict, profiling.experiments, profiling.timing
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
+"""
+
+
+def run_python(code: str) -> str:
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_importing_every_profiling_module_imports_no_django_celery_or_advisor() -> None:
+    result = json.loads(run_python(IMPORT_ALL))
+    assert "profiling.runner" in result["modules"] and "profiling.cli" in result["modules"]
+    assert result["banned"] == []
+
+
+def test_config_results_and_verdict_import_without_torch() -> None:
+    assert json.loads(run_python(IMPORT_LIGHT)) == []

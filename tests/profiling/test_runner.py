@@ -1,0 +1,123 @@
+"""A whole profile on a tiny model: contents, JSON round trip, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import LlamaConfig, LlamaForCausalLM
+
+from profiling.config import ConfigError, Hardware, ProfileConfig, Workload
+from profiling.errors import ModelSourceError, OutOfMemory
+from profiling.results import Profile
+from profiling.runner import run_profile
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("runner") / "tiny"
+    config = LlamaConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=128,
+        max_position_embeddings=1024,
+    )
+    LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def quick_config(model: str, **kw: object) -> ProfileConfig:
+    kw.setdefault("workload", Workload(prompt_tokens=128, output_tokens=32, concurrency=4))
+    return ProfileConfig(model=model, device="cpu", quick=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def profile(model_dir: Path) -> Profile:
+    config = quick_config(str(model_dir), hardware=Hardware(gpu_kind="H100-SXM"))
+    return run_profile(config)
+
+
+def test_a_real_profile_round_trips_through_json(profile: Profile) -> None:
+    text = json.dumps(profile.to_dict())
+    assert Profile.from_dict(json.loads(text)) == profile
+
+
+def test_a_profile_has_measured_memory_points_and_a_verdict(profile: Profile) -> None:
+    mem = profile.memory
+    assert mem.weights_bytes > 0 and mem.weights_bytes_by_dtype == {"float32": mem.weights_bytes}
+    kv_bytes = 2 * 2 * 2 * 8 * 4  # K and V × layers × kv heads × head_dim × fp32
+    assert mem.kv_cache_bytes_per_token == mem.kv_cache_bytes_per_token_computed == kv_bytes
+    assert mem.peak_prefill_method == "rss_delta" and mem.peak_prefill_prompt_tokens == 128
+    assert [p.prompt_tokens for p in profile.prefill] == [32, 128]
+    assert [(d.batch_size, d.context_tokens) for d in profile.decode] == [(1, 64), (4, 64)]
+    assert all(p.seconds.median > 0 for p in profile.prefill)
+    assert profile.verdict is not None and profile.verdict.summary
+    assert profile.environment.device == "cpu" and profile.environment.dtype == "float32"
+    assert profile.environment.started_at <= profile.environment.finished_at
+
+
+def test_the_fit_check_uses_the_named_gpu(profile: Profile) -> None:
+    fit = profile.memory.fit
+    assert fit is not None and fit.gpu_kind == "H100-SXM" and fit.fits
+    assert profile.verdict.fits is True
+
+
+def test_without_a_target_gpu_on_cpu_there_is_no_fit_check(model_dir: Path) -> None:
+    profile = run_profile(
+        quick_config(
+            str(model_dir), workload=Workload(prompt_tokens=32, output_tokens=8, concurrency=1)
+        )
+    )
+    assert profile.memory.fit is None and profile.verdict.fits is None
+    assert any("CPU" in w for w in profile.warnings)
+
+
+def test_progress_covers_the_whole_run_in_order(model_dir: Path) -> None:
+    seen: list[float] = []
+    run_profile(
+        quick_config(str(model_dir), workload=Workload(32, 8, 1)),
+        progress=lambda phase, fraction, message: seen.append(fraction),
+    )
+    assert seen[0] == 0.0 and seen[-1] == 1.0 and seen == sorted(seen)
+
+
+def test_an_unregistered_experiment_is_refused_before_loading() -> None:
+    config = quick_config("/nonexistent", experiments=["speculative"])
+    with pytest.raises(ConfigError, match="experiment speculative is not available"):
+        run_profile(config)
+
+
+def test_an_unknown_gpu_kind_is_a_config_error(model_dir: Path) -> None:
+    with pytest.raises(ConfigError, match="unknown GPU kind"):
+        run_profile(quick_config(str(model_dir), hardware=Hardware(gpu_kind="TPU-v9")))
+
+
+def test_a_missing_model_is_a_model_source_error(tmp_path: Path) -> None:
+    with pytest.raises(ModelSourceError):
+        run_profile(quick_config(str(tmp_path / "missing")))
+
+
+def test_running_out_of_memory_becomes_out_of_memory(
+    model_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from profiling import memory
+
+    def no_memory(*args: object, **kwargs: object) -> int:
+        raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried 1 TB")
+
+    monkeypatch.setattr(memory, "kv_bytes_per_token_measured", no_memory)
+    with pytest.raises(OutOfMemory):
+        run_profile(quick_config(str(model_dir)))
