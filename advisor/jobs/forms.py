@@ -1,0 +1,287 @@
+"""The new-job form: what to profile, the deployment target, the workload.
+
+Every value is checked here, on the server, with errors on the field they
+belong to; the worker checks the model location again before it loads
+anything. Limits come from `profiling.config` so the form and the library
+never disagree.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.conf import settings
+
+from advisor.jobs import dispatch
+from advisor.jobs.models import Job, Worker
+from profiling import hardware
+from profiling.config import DTYPES, LIMITS, ConfigError, Hardware, Workload, is_repo_id
+
+DEMO_NAMES = ("demo", "demo-draft")
+# Same bound as `Workload.validate`: an hour per token is already absurd.
+MAX_TARGET_MS = 3_600_000.0
+# The "run on" value that keeps a job in its target's queue until a worker for
+# that queue starts (a fleet box may still be booting).
+WAIT_FOR_TARGET = "wait-for-target"
+# One line under each choice of "the bottleneck you believe you have".
+BOTTLENECK_HINTS = {
+    Job.Bottleneck.MEMORY: "the weights or the KV cache barely fit",
+    Job.Bottleneck.PROMPT: "long prompts, often sharing a prefix; slow first token",
+    Job.Bottleneck.GENERATION: "tokens stream out too slowly",
+    Job.Bottleneck.DEVICES: "one device is not enough",
+    Job.Bottleneck.UNSURE: "let the measurement decide",
+}
+START_WORKER_HINT = (
+    "Start one with ./scripts/run-local (site + CPU worker), or on a GPU box: "
+    "celery -A advisor worker -Q gpu-<kind>,default --concurrency 1 --max-tasks-per-child 1"
+)
+
+
+def _int_field(name: str, label: str, help_text: str = "") -> forms.IntegerField:
+    low, high = LIMITS[name]
+    return forms.IntegerField(label=label, min_value=low, max_value=high, help_text=help_text)
+
+
+def _ms_field(label: str) -> forms.FloatField:
+    return forms.FloatField(
+        label=label,
+        required=False,
+        min_value=0.001,
+        max_value=MAX_TARGET_MS,
+        help_text="Optional, in milliseconds.",
+        widget=forms.NumberInput(attrs={"step": "any", "placeholder": "none"}),
+    )
+
+
+def served_queues() -> dict[str, list[str]]:
+    """Queues served by live workers → labels of those workers ("local@host (CPU)")."""
+    served: dict[str, list[str]] = {}
+    for queue, workers in dispatch.available_queues().items():
+        served[queue] = [_worker_label(w) for w in workers]
+    return served
+
+
+def _worker_label(worker: Worker) -> str:
+    kinds = sorted(
+        {str(d.get("name") or d.get("device")) for d in worker.devices if isinstance(d, dict)}
+    )
+    return f"{worker.name} ({', '.join(kinds)})" if kinds else worker.name
+
+
+def _resolved_roots() -> list[Path]:
+    return [Path(root).resolve() for root in getattr(settings, "ADVISOR_MODEL_ROOTS", [])]
+
+
+def check_local_dir(text: str) -> str:
+    """The resolved directory if it lies under an allowed root; raises ValidationError."""
+    path = Path(text)
+    if not path.is_absolute():
+        raise forms.ValidationError(
+            "A local directory must be an absolute path, e.g. /models/llama."
+        )
+    roots = _resolved_roots()
+    if not roots:
+        raise forms.ValidationError(
+            "Local directories are turned off on this site (ADVISOR_MODEL_ROOTS is empty)."
+        )
+    # resolve() follows symlinks and "..", so a link inside a root that points
+    # outside it is judged by where it really goes.
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError, ValueError) as exc:
+        raise forms.ValidationError(f"This path cannot be resolved: {exc}") from exc
+    if not any(resolved.is_relative_to(root) for root in roots):
+        allowed = ", ".join(str(r) for r in roots)
+        raise forms.ValidationError(f"Models can only be loaded from under: {allowed}.")
+    return str(resolved)
+
+
+def check_hub_id(text: str) -> str:
+    if not is_repo_id(text):
+        raise forms.ValidationError(
+            "Not a Hugging Face Hub id: use name or namespace/name with letters, digits, "
+            "'-', '_' and '.' (e.g. meta-llama/Llama-3.1-8B)."
+        )
+    return text
+
+
+def check_model_name(source: str, name: str) -> str:
+    """The model name to store for `source`, or a ValidationError saying why not."""
+    if source == Job.ModelSource.DEMO:
+        if name not in DEMO_NAMES:
+            raise forms.ValidationError(f"The built-in models are: {', '.join(DEMO_NAMES)}.")
+        return name
+    if source == Job.ModelSource.HUB:
+        return check_hub_id(name)  # never treated as a path, whatever it looks like
+    if source == Job.ModelSource.LOCAL:
+        return check_local_dir(name)
+    # Config only: a Hub id, or an allowed directory holding config.json.
+    return check_local_dir(name) if name.startswith("/") else check_hub_id(name)
+
+
+class JobForm(forms.ModelForm):
+    model_name = forms.CharField(
+        label="Model",
+        max_length=512,
+        help_text="demo or demo-draft · a Hub id like Qwen/Qwen2.5-0.5B · /an/absolute/dir",
+    )
+    dtype = forms.ChoiceField(choices=[(d, d) for d in DTYPES], initial="auto")
+    gpu_kind = forms.ChoiceField(label="GPU kind", required=False)
+    gpu_count = _int_field("gpu_count", "GPU count")
+    prompt_tokens = _int_field("prompt_tokens", "Prompt tokens")
+    output_tokens = _int_field("output_tokens", "Output tokens")
+    concurrency = _int_field("concurrency", "Concurrent requests")
+    shared_prefix_tokens = _int_field(
+        "shared_prefix_tokens",
+        "Shared-prefix tokens",
+        "Tokens every prompt starts with (≤ prompt).",
+    )
+    ttft_ms = _ms_field("Time-to-first-token target")
+    tpot_ms = _ms_field("Time-per-output-token target")
+    run_on = forms.ChoiceField(
+        label="Run on",
+        required=False,
+        help_text="Where the measurements are taken. On another device, the report still "
+        "projects memory and speed to the GPU kind above.",
+        error_messages={"invalid_choice": "That worker is no longer live; pick another."},
+    )
+
+    class Meta:
+        model = Job
+        fields = [
+            "model_source", "model_name", "dtype", "quick",
+            "gpu_kind", "gpu_count",
+            "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
+            "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
+        ]  # fmt: skip
+        widgets = {
+            "model_source": forms.RadioSelect,
+            "stated_bottleneck": forms.RadioSelect,
+            "notes": forms.Textarea(attrs={"rows": 3}),
+        }
+        labels = {"quick": "Quick mode", "stated_bottleneck": "The bottleneck you believe you have"}
+        help_texts = {"notes": "Anything a teammate should know (up to 4,000 characters)."}
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # A fresh row as the instance makes the model's defaults the initial
+        # values of the fields declared here too (512/128/8, quick, demo).
+        kwargs.setdefault("instance", Job(model_name="demo"))
+        super().__init__(*args, **kwargs)
+        self.served = served_queues()
+        self.fields["gpu_kind"].choices = self._gpu_choices()
+        self.fields["run_on"].choices = self._run_on_choices()
+        self.fields["stated_bottleneck"].choices = [
+            (value, f"{label} — {BOTTLENECK_HINTS[value]}")
+            for value, label in Job.Bottleneck.choices
+        ]
+
+    # Where it runs -----------------------------------------------------------
+
+    def _gpu_choices(self) -> list[tuple[str, str]]:
+        choices = [("", self._annotate("Any worker", ""))]
+        for key, gpu in hardware.catalog().items():
+            choices.append((key, self._annotate(gpu.label, key)))
+        return choices
+
+    def _annotate(self, label: str, gpu_kind: str) -> str:
+        return label if self.is_served(gpu_kind) else f"{label} — no live worker now"
+
+    def _run_on_choices(self) -> list[tuple[str, str]]:
+        choices = [("", "Its own queue (the target's workers)")]
+        for queue, workers in self.served.items():
+            choices.append((queue, f"{queue} — {', '.join(workers)}"))
+        choices.append((WAIT_FOR_TARGET, "Wait in the target's queue until a worker starts"))
+        return choices
+
+    def target_queue(self, gpu_kind: str) -> str:
+        return dispatch.queue_for(Job(gpu_kind=gpu_kind))
+
+    def is_served(self, gpu_kind: str) -> bool:
+        return self.target_queue(gpu_kind) in self.served
+
+    @property
+    def served_gpu_kinds(self) -> list[str]:
+        """GPU kinds whose queue has a live worker (the page's script reads these)."""
+        return [key for key, _ in self.fields["gpu_kind"].choices if self.is_served(key)]
+
+    @property
+    def no_workers(self) -> bool:
+        return not self.served
+
+    @property
+    def current_gpu_kind(self) -> str:
+        value = self["gpu_kind"].value() or ""
+        return value if value in hardware.catalog() else ""
+
+    @property
+    def target_unserved(self) -> bool:
+        """Whether the chosen target has no live worker (shown next to the field)."""
+        return not self.is_served(self.current_gpu_kind)
+
+    # Validation --------------------------------------------------------------
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        self._clean_model(data)
+        prompt, prefix = data.get("prompt_tokens"), data.get("shared_prefix_tokens")
+        if prompt is not None and prefix is not None and prefix > prompt:
+            self.add_error(
+                "shared_prefix_tokens", "The shared prefix cannot be longer than the prompt."
+            )
+        if not self.errors:
+            self._check_with_library(data)
+            self._clean_run_on(data)
+        return data
+
+    def _clean_model(self, data: dict[str, Any]) -> None:
+        source, name = data.get("model_source"), data.get("model_name")
+        if source is None or name is None:
+            return
+        try:
+            data["model_name"] = check_model_name(source, name.strip())
+        except forms.ValidationError as exc:
+            self.add_error("model_name", exc)
+
+    def _check_with_library(self, data: dict[str, Any]) -> None:
+        """The library's own validation, so a limit changed there cannot slip past."""
+        fields = (
+            "prompt_tokens",
+            "output_tokens",
+            "concurrency",
+            "shared_prefix_tokens",
+            "ttft_ms",
+            "tpot_ms",
+        )
+        try:
+            Workload(**{f: data.get(f) for f in fields}).validate()
+            Hardware(gpu_kind=data.get("gpu_kind") or None, gpu_count=data["gpu_count"]).validate()
+        except ConfigError as exc:
+            self.add_error(None, str(exc))
+
+    def _clean_run_on(self, data: dict[str, Any]) -> None:
+        # A chosen "run on" is one of the choices: a live queue, or "wait".
+        gpu_kind = data.get("gpu_kind") or ""
+        if not data.get("run_on") and not self.is_served(gpu_kind):
+            self.add_error("gpu_kind", self.unserved_message(gpu_kind))
+
+    def unserved_message(self, gpu_kind: str) -> str:
+        queue = self.target_queue(gpu_kind)
+        if self.no_workers:
+            return (
+                f"No worker is connected, so nothing can run this job now. {START_WORKER_HINT}. "
+                "Or choose “Wait in the target's queue” under “Run on”."
+            )
+        return (
+            f"No live worker serves the {queue} queue right now. Choose where to run it under "
+            "“Run on”: the report still projects memory and speed to this GPU."
+        )
+
+    def save(self, commit: bool = True) -> Job:
+        job = super().save(commit=False)
+        run_on = self.cleaned_data.get("run_on") or ""
+        job.queue = run_on if run_on in self.served else dispatch.queue_for(job)
+        if commit:
+            job.save()
+        return job

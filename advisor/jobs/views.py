@@ -1,0 +1,117 @@
+"""Job pages: submit, recent jobs, the job page (progress, then the report), cancel.
+
+Each view is access check → form or query → render/redirect. The share token
+in the URL is the only key: anyone holding it reads the job; only the session
+that submitted it may cancel.
+"""
+
+from __future__ import annotations
+
+import re
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.utils.text import slugify
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from advisor.jobs import dispatch
+from advisor.jobs.forms import JobForm
+from advisor.jobs.models import Job
+from advisor.jobs.ownership import owned_jobs, owns, remember
+from advisor.reports.views import report_context
+
+SHARE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
+QUEUE_DOWN = (
+    "The job queue is unavailable right now, so the job was not submitted. "
+    "Your input is kept below: try again in a moment."
+)
+
+
+def _job(token: str) -> Job | None:
+    # Only well-formed tokens reach the database (PostgreSQL rejects a NUL byte).
+    if not SHARE_TOKEN.fullmatch(token):
+        return None
+    return Job.objects.filter(share_token=token).first()
+
+
+def _missing(request: HttpRequest) -> HttpResponse:
+    return render(request, "jobs/missing.html", status=404)
+
+
+@require_http_methods(["GET", "POST"])
+def new_job(request: HttpRequest) -> HttpResponse:
+    dispatch.reap_if_due()
+    form = JobForm(request.POST if request.method == "POST" else None)
+    if form.is_bound and form.is_valid():
+        job = form.save(commit=False)
+        try:
+            dispatch.submit(job)
+        except dispatch.QueueUnavailable as exc:
+            form.add_error(None, f"{QUEUE_DOWN} ({exc})")
+        else:
+            remember(request, job)
+            return redirect("jobs:detail", token=job.share_token)
+    return render(request, "jobs/new.html", {"form": form})
+
+
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    dispatch.reap_if_due()
+    return render(request, "jobs/list.html", {"jobs": owned_jobs(request)})
+
+
+@require_GET
+def job_detail(request: HttpRequest, token: str) -> HttpResponse:
+    dispatch.reap_if_due()
+    job = _job(token)
+    if job is None:
+        return _missing(request)
+    context = {"job": job, "owner": owns(request, job), "share_url": request.build_absolute_uri()}
+    if job.state == Job.State.SUCCEEDED:
+        context.update(report_context(job))
+    return render(request, "jobs/detail.html", context)
+
+
+@never_cache
+@require_GET
+def job_status(request: HttpRequest, token: str) -> HttpResponse:
+    dispatch.reap_if_due()  # a watched job whose worker died is noticed here
+    job = _job(token)
+    if job is None:
+        return JsonResponse({"error": "no such job"}, status=404)
+    return JsonResponse(
+        {
+            "state": job.state,
+            "state_label": job.get_state_display(),
+            "progress": max(0.0, min(1.0, job.progress)),
+            "phase": job.phase,
+            "message": job.message,
+            "final": job.is_final,
+        }
+    )
+
+
+@require_POST
+def job_cancel(request: HttpRequest, token: str) -> HttpResponse:
+    job = _job(token)
+    if job is None:
+        return _missing(request)
+    if not owns(request, job):
+        return render(request, "jobs/forbidden.html", {"job": job}, status=403)
+    if not job.is_final:
+        dispatch.cancel(job)
+    return redirect("jobs:detail", token=job.share_token)
+
+
+@require_GET
+def job_result_json(request: HttpRequest, token: str) -> HttpResponse:
+    job = _job(token)
+    if job is None or job.result is None:
+        return _missing(request)
+    response = JsonResponse(job.result, json_dumps_params={"indent": 2})
+    name = slugify(job.model_name.rsplit("/", 1)[-1]) or "model"
+    response["Content-Disposition"] = (
+        f'attachment; filename="profile-{name}-{job.share_token[:8]}.json"'
+    )
+    return response

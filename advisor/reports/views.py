@@ -1,0 +1,88 @@
+"""The report: what a succeeded job's page shows, built from `job.result`.
+
+The job page (`jobs:detail`) is the report's URL and share link; this module
+turns the stored `Profile.to_dict()` into the template's context. A result
+that cannot be read (written by a newer or broken worker) becomes a message on
+the page, never a server error.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.jobs.models import Job
+from advisor.reports import charts, verdict
+from advisor.reports.templatetags.units import UNKNOWN, count, gb
+from profiling.results import Profile
+
+
+def load_profile(job: Job) -> Profile | None:
+    try:
+        return Profile.from_dict(job.result)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
+def report_context(job: Job) -> dict[str, Any]:
+    profile = load_profile(job)
+    if profile is None:
+        return {"report_error": "This job's result could not be read by this version of the site."}
+    return {
+        "profile": profile,
+        "charts": charts.all_charts(profile),
+        "verdict": _verdict_context(job, profile),
+        "environment_rows": environment_rows(profile),
+        "model_rows": model_rows(profile),
+    }
+
+
+def _verdict_context(job: Job, profile: Profile) -> dict[str, Any] | None:
+    measured, fit, work = profile.verdict, profile.memory.fit, profile.config.workload
+    if measured is None:
+        return None
+    return {
+        "measured": measured,
+        "split": verdict.phase_split(measured),
+        # The targets the verdict was judged against are the ones in the result.
+        "targets": verdict.targets(measured, work.ttft_ms, work.tpot_ms),
+        "fit": verdict.fit_line(fit),
+        "fits": measured.fits if measured.fits is not None else (fit.fits if fit else None),
+        "stated": verdict.stated_label(job.stated_bottleneck),
+        "measured_label": verdict.measured_label(measured, fit),
+    }
+
+
+def _text(value: Any) -> str:
+    return UNKNOWN if value in (None, "") else str(value)
+
+
+def environment_rows(profile: Profile) -> list[tuple[str, str]]:
+    env = profile.environment
+    return [
+        ("Device", f"{env.device} — {env.device_name}"),
+        ("Device memory", gb(env.device_memory_bytes)),
+        ("Matched GPU kind", _text(env.gpu_kind)),
+        ("Driver / CUDA", f"{_text(env.driver)} / {_text(env.cuda)}"),
+        ("dtype", _text(env.dtype)),
+        ("torch / transformers", f"{_text(env.torch)} / {_text(env.transformers)}"),
+        ("Python", _text(env.python)),
+        ("Platform", _text(env.platform)),
+        ("Host", _text(env.hostname)),
+        ("CPU cores / torch threads", f"{count(env.cpu_count)} / {count(env.torch_threads)}"),
+        ("Started / finished", f"{_text(env.started_at)} / {_text(env.finished_at)}"),
+    ]
+
+
+def model_rows(profile: Profile) -> list[tuple[str, str]]:
+    model = profile.model
+    heads = [model.num_attention_heads, model.num_key_value_heads, model.head_dim]
+    return [
+        ("Model", f"{model.name} ({model.source})"),
+        ("Architecture", _text(model.architecture)),
+        ("Revision", _text(model.revision)),
+        ("Parameters", count(model.num_parameters)),
+        ("Layers / hidden size", f"{count(model.num_layers)} / {count(model.hidden_size)}"),
+        ("Attention heads / KV heads / head dim", " / ".join(count(n) for n in heads)),
+        ("Vocabulary", count(model.vocab_size)),
+        ("Weights", "random (config only)" if model.config_only else "loaded"),
+    ]  # fmt: skip

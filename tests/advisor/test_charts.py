@@ -1,0 +1,166 @@
+"""Report charts and unit filters, built from a real profile of the demo model.
+
+The profile is measured once per test session (the demo model on CPU, quick
+mode) and shared with the view tests through `real_demo_profile`.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from advisor.reports import charts
+from advisor.reports.templatetags import units
+from profiling.results import Profile
+
+DEMO_PROFILE = pytest.StashKey[dict[str, Any]]()
+
+
+def real_demo_profile(config: pytest.Config) -> dict[str, Any]:
+    """`Profile.to_dict()` of a real quick run of `demo` on CPU, measured once per session."""
+    if DEMO_PROFILE not in config.stash:
+        from profiling.config import Hardware, ProfileConfig, Workload
+        from profiling.runner import run_profile
+
+        profile = run_profile(
+            ProfileConfig(
+                "demo",
+                source="demo",
+                device="cpu",
+                quick=True,
+                workload=Workload(prompt_tokens=512, output_tokens=128, concurrency=8, ttft_ms=500),
+                hardware=Hardware(gpu_kind="H100-SXM"),
+                stated_bottleneck="generation",
+            )
+        )
+        config.stash[DEMO_PROFILE] = profile.to_dict()
+    return copy.deepcopy(config.stash[DEMO_PROFILE])
+
+
+@pytest.fixture
+def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
+    return real_demo_profile(request.config)
+
+
+@pytest.fixture
+def profile(demo_result: dict[str, Any]) -> Profile:
+    return Profile.from_dict(demo_result)
+
+
+def traces(figure: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {trace["name"]: trace for trace in figure["data"]}
+
+
+# Memory -------------------------------------------------------------------------
+
+
+def test_the_memory_chart_stacks_weights_and_kv_against_the_target(profile):
+    fit = profile.memory.fit
+    assert fit is not None and fit.gpu_kind == "H100-SXM"
+    figure = charts.memory_chart(profile)
+    bars = traces(figure)
+    assert bars["Weights"]["x"] == [fit.weights_bytes / 1e9]
+    kv = bars[f"KV cache ({fit.concurrency} × {fit.context_tokens} tokens)"]
+    assert kv["x"] == [fit.kv_cache_bytes / 1e9]
+    assert fit.kv_cache_bytes == profile.memory.kv_cache_bytes_per_token * 8 * (512 + 128)
+    assert bars["Free"]["x"] == [(fit.available_bytes - fit.required_bytes) / 1e9]
+    assert figure["layout"]["barmode"] == "stack"
+    (usable,) = figure["layout"]["shapes"]
+    assert usable["x0"] == fit.available_bytes / 1e9
+    assert "fits" in figure["layout"]["title"]["text"]
+
+
+def test_without_a_target_the_memory_chart_shows_what_is_needed(demo_result):
+    demo_result["memory"]["fit"] = None
+    profile = Profile.from_dict(demo_result)
+    bars = traces(charts.memory_chart(profile))
+    kv = bars["KV cache (8 × 640 tokens)"]["x"][0]
+    assert kv == pytest.approx(profile.memory.kv_cache_bytes_per_token * 8 * 640 / 1e9)
+    assert "Free" not in bars
+
+
+# Prefill and decode ---------------------------------------------------------------
+
+
+def test_prefill_has_one_line_per_batch_size_with_p10_p90_bars(profile):
+    figure = charts.prefill_chart(profile.prefill)
+    batches = sorted({p.batch_size for p in profile.prefill})
+    assert [t["name"] for t in figure["data"]] == [f"batch {b}" for b in batches]
+    for trace in figure["data"]:
+        batch = int(trace["name"].split()[1])
+        points = sorted(
+            (p for p in profile.prefill if p.batch_size == batch), key=lambda p: p.prompt_tokens
+        )
+        assert trace["x"] == [p.prompt_tokens for p in points]
+        assert trace["y"] == pytest.approx([p.seconds.median * 1e3 for p in points])
+        up, down = trace["error_y"]["array"], trace["error_y"]["arrayminus"]
+        for point, y, plus, minus in zip(points, trace["y"], up, down, strict=True):
+            assert y + plus == pytest.approx(point.seconds.p90 * 1e3)
+            assert y - minus == pytest.approx(point.seconds.p10 * 1e3)
+            assert plus >= 0 and minus >= 0
+
+
+def test_decode_has_one_line_per_context_length_in_tokens_per_second(profile):
+    figure = charts.decode_chart(profile.decode)
+    contexts = sorted({p.context_tokens for p in profile.decode})
+    assert [t["name"] for t in figure["data"]] == [f"context {c}" for c in contexts]
+    for trace in figure["data"]:
+        context = int(trace["name"].split()[1])
+        points = sorted(
+            (p for p in profile.decode if p.context_tokens == context), key=lambda p: p.batch_size
+        )
+        assert trace["x"] == [p.batch_size for p in points]
+        assert trace["y"] == pytest.approx([p.tokens_per_second for p in points])
+        assert all(v >= 0 for v in trace["error_y"]["array"] + trace["error_y"]["arrayminus"])
+    assert figure["layout"]["yaxis"]["title"]["text"] == "tok/s"
+
+
+def test_the_measured_points_are_real_and_positive(profile):
+    assert profile.prefill and profile.decode
+    assert all(p.seconds.median > 0 and p.tokens_per_second > 0 for p in profile.prefill)
+    assert all(p.tokens_per_second > 0 for p in profile.decode)
+    assert len(profile.prefill[0].seconds.samples) > 1
+
+
+def test_every_figure_is_plain_json(profile):
+    figures = charts.all_charts(profile)
+    assert set(figures) == {"memory", "prefill", "decode"}
+    assert json.loads(json.dumps(figures)) == figures
+
+
+# Unit filters ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "text"),
+    [
+        ("ms", 0.0123, "12.3 ms"),
+        ("ms", 1.5, "1,500 ms"),
+        ("ms", 0.0000425, "0.0425 ms"),
+        ("gb", 80e9, "80.0 GB"),
+        ("gb", 2_206_336, "0.00221 GB"),
+        ("tok_s", 1234.5, "1,234 tok/s"),
+        ("tok_s", 62.54, "62.5 tok/s"),
+        ("pct", 0.1234, "12.3 %"),
+        ("pct", 0.987, "98.7 %"),
+        ("gb_s", 3.35e12, "3,350 GB/s"),
+        ("tflop_s", 989e12, "989 TFLOP/s"),
+        ("count", 551552, "551,552"),
+    ],
+)
+def test_units_format_with_their_unit(name, value, text):
+    assert getattr(units, name)(value) == text
+
+
+def test_ms_takes_milliseconds_when_told():
+    assert units.ms(455.2, "ms") == "455 ms"
+
+
+@pytest.mark.parametrize("value", [None, "", "abc", float("nan"), float("inf"), True])
+@pytest.mark.parametrize("name", ["ms", "gb", "gb_s", "tflop_s", "tok_s", "pct", "count"])
+def test_unknown_values_print_a_dash(name, value):
+    assert getattr(units, name)(value) == "—"

@@ -1,0 +1,331 @@
+"""Job pages through a CSRF-enforcing client: submit, list, job page, status, cancel, JSON."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from advisor.celery import app
+from advisor.jobs.models import Job, Worker
+from advisor.jobs.ownership import SESSION_KEY
+from tests.advisor.test_charts import real_demo_profile
+
+pytestmark = pytest.mark.django_db
+
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+def form_data(**changes: str) -> dict[str, str]:
+    data = {
+        "model_source": "demo", "model_name": "demo", "dtype": "auto", "quick": "on",
+        "gpu_kind": "", "gpu_count": "1", "run_on": "",
+        "prompt_tokens": "512", "output_tokens": "128", "concurrency": "8",
+        "shared_prefix_tokens": "0", "ttft_ms": "", "tpot_ms": "",
+        "stated_bottleneck": "generation", "notes": "",
+    }  # fmt: skip
+    data.update(changes)
+    return data
+
+
+def csrf_token(client: Client, url: str = "/") -> str:
+    match = CSRF_INPUT.search(client.get(url).content.decode())
+    assert match, f"no CSRF token in the form at {url}"
+    return match.group(1)
+
+
+def post_form(client: Client, **changes: str):
+    return client.post("/", {**form_data(**changes), "csrfmiddlewaretoken": csrf_token(client)})
+
+
+def own(client: Client, job: Job) -> None:
+    """Make `client`'s session the submitter of `job`."""
+    session = client.session
+    session[SESSION_KEY] = [job.share_token]
+    session.save()
+
+
+def make_job(**fields: Any) -> Job:
+    return Job.objects.create(**{"model_source": "demo", "model_name": "demo", **fields})
+
+
+@pytest.fixture
+def browser() -> Client:
+    return Client(enforce_csrf_checks=True)
+
+
+@pytest.fixture
+def cpu_worker() -> Worker:
+    return Worker.objects.create(
+        name="local@host",
+        host="host",
+        queues=",cpu,default,",
+        devices=[{"device": "cpu", "name": "CPU"}],
+    )
+
+
+@pytest.fixture
+def dead_broker(settings):
+    """A broker address nothing listens on (and that must not be started)."""
+    saved = app.conf.broker_url
+    settings.ADVISOR_EMBEDDED_REDIS = None
+    app.conf.broker_url = "redis+socket:///nonexistent/advisor/redis.sock"
+    yield
+    app.conf.broker_url = saved
+
+
+@pytest.fixture
+def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
+    return real_demo_profile(request.config)
+
+
+# New job ------------------------------------------------------------------------
+
+
+def test_the_form_page_renders_with_defaults_and_a_csrf_token(browser, cpu_worker):
+    response = browser.get(reverse("jobs:new"))
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert CSRF_INPUT.search(html)
+    assert 'name="prompt_tokens" value="512"' in html
+    assert "writing" in html.lower() or "write down" in html.lower()
+    assert "cpu — local@host (CPU)" in html
+
+
+def test_posting_without_the_csrf_token_is_refused(browser, cpu_worker):
+    browser.get("/")
+    assert browser.post("/", form_data()).status_code == 403
+    assert not Job.objects.exists()
+
+
+def test_a_valid_post_creates_a_queued_job_and_remembers_it(browser, cpu_worker):
+    response = post_form(browser, notes="first try")
+    job = Job.objects.get()
+    assert response.status_code == 302
+    assert response["Location"] == reverse("jobs:detail", args=[job.share_token])
+    assert (job.state, job.queue, job.notes) == (Job.State.QUEUED, "default", "first try")
+    assert browser.session[SESSION_KEY] == [job.share_token]
+    listing = browser.get(reverse("jobs:list")).content.decode()
+    assert job.share_token in listing
+
+
+def test_an_invalid_post_keeps_the_input_and_shows_errors_by_the_fields(browser, cpu_worker):
+    response = post_form(browser, prompt_tokens="0", notes="keep me", model_name="demo-nope")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "keep me" in html and 'value="demo-nope"' in html
+    prompt_field = html[html.index('id="field-prompt_tokens"') :][:800]
+    assert "greater than or equal to 1" in prompt_field
+    assert "built-in models" in html[html.index('id="field-model_name"') :][:800]
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_queue_re_renders_the_form_with_the_input_kept(browser, cpu_worker, dead_broker):
+    response = post_form(browser, notes="still here", prompt_tokens="777")
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "The job queue is unavailable right now" in html
+    assert "still here" in html and 'value="777"' in html
+    assert not Job.objects.filter(state=Job.State.QUEUED).exists()
+    assert SESSION_KEY not in browser.session
+
+
+def test_with_no_workers_the_form_says_how_to_start_one(browser):
+    html = browser.get("/").content.decode()
+    assert "No worker is connected right now" in html
+    assert "./scripts/run-local" in html
+
+
+def test_an_unserved_target_is_an_error_by_the_field_with_a_run_on_choice(browser, cpu_worker):
+    html = post_form(browser, gpu_kind="H100-SXM").content.decode()
+    gpu_field = html[html.index('id="field-gpu_kind"') :][:3000]
+    assert "No live worker serves the gpu-h100-sxm queue" in gpu_field
+    response = post_form(browser, gpu_kind="H100-SXM", run_on="cpu")
+    assert response.status_code == 302
+    assert Job.objects.get().queue == "cpu"
+
+
+def test_the_form_says_when_the_default_target_has_no_worker(browser):
+    Worker.objects.create(name="gpu@box", host="box", queues=",gpu-l4,")
+    html = browser.get("/").content.decode()
+    assert 'id="unserved-note">' in html  # shown, not hidden
+    assert "gpu-l4 — gpu@box" in html
+
+
+# Recent jobs --------------------------------------------------------------------
+
+
+def test_recent_jobs_has_a_helpful_empty_state(browser):
+    html = browser.get(reverse("jobs:list")).content.decode()
+    assert "Nothing profiled from this browser yet" in html
+    assert reverse("jobs:new") in html
+
+
+def test_recent_jobs_lists_only_this_sessions_jobs(browser):
+    mine, theirs = make_job(model_name="demo"), make_job(model_name="demo-draft")
+    own(browser, mine)
+    html = browser.get(reverse("jobs:list")).content.decode()
+    assert mine.share_token in html and theirs.share_token not in html
+
+
+# Job page -----------------------------------------------------------------------
+
+
+def test_a_queued_job_shows_progress_and_a_cancel_button_to_its_owner(browser):
+    job = make_job(state=Job.State.RUNNING, progress=0.4, phase="decode")
+    own(browser, job)
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert f'data-status-url="{reverse("jobs:status", args=[job.share_token])}"' in html
+    assert 'aria-valuenow="40"' in html
+    assert 'id="cancel-job"' in html
+    assert "advisor/progress.js" in html
+
+
+def test_the_share_link_is_read_only_for_another_session(browser):
+    job = make_job(state=Job.State.RUNNING)
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert 'id="cancel-job"' not in html
+    assert "(read-only)" in html
+    assert f"http://testserver/jobs/{job.share_token}/" in html
+    assert 'id="copy-link"' in html
+
+
+def test_an_unknown_token_is_a_friendly_404(browser):
+    response = browser.get("/jobs/not-a-real-token/")
+    assert response.status_code == 404
+    assert "No such job" in response.content.decode()
+
+
+def test_a_failed_job_shows_its_reason(browser):
+    job = make_job(state=Job.State.FAILED, error="ModelSourceError: no safetensors weights")
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert "The job failed" in html and "no safetensors weights" in html
+    assert "progress.js" not in html
+
+
+def test_a_cancelled_job_says_so(browser):
+    job = make_job(state=Job.State.CANCELLED, message="cancelled")
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert "Cancelled" in html
+
+
+# The report ---------------------------------------------------------------------
+
+
+def report_html(client: Client, result: dict[str, Any], **fields: Any) -> str:
+    job = make_job(state=Job.State.SUCCEEDED, progress=1.0, result=result, **fields)
+    response = client.get(reverse("jobs:detail", args=[job.share_token]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_a_succeeded_job_is_its_report(browser, demo_result):
+    html = report_html(browser, demo_result, stated_bottleneck="generation", ttft_ms=500)
+    for part in ("verdict", "memory", "prefill", "decode", "environment"):
+        assert f'id="{part}"' in html
+    for chart in ("chart-memory", "chart-prefill", "chart-decode"):
+        assert f'<script id="{chart}" type="application/json">' in html
+    assert "/static/plotly/plotly.min.js" in html
+    assert "Speed up token generation" in html  # what the user wrote down
+    assert "dominates" in html  # what was measured
+    assert "Time to first token" in html and "500 ms" in html
+    assert " ms<" in html and " tok/s<" in html and " GB<" in html and " GB/s<" in html
+    assert "config only" not in html.lower()
+    assert "Download result.json" in html
+
+
+def test_noisy_points_are_flagged(browser, demo_result):
+    # One real measurement made noisy: its slowest sample doubled.
+    samples = demo_result["prefill"][0]["seconds"]["samples"]
+    samples[samples.index(max(samples))] *= 3
+    html = report_html(browser, demo_result)
+    from profiling.results import Profile
+
+    profile = Profile.from_dict(demo_result)
+    noisy = sum(p.seconds.noisy for p in profile.prefill) + sum(
+        p.seconds_per_token.noisy for p in profile.decode
+    )
+    assert noisy >= 1
+    assert html.count('<tr class="noisy">') == noisy
+
+
+def test_a_config_only_result_carries_the_banner(browser, demo_result):
+    demo_result["model"]["config_only"] = True
+    html = report_html(browser, demo_result)
+    assert "Config only — random weights:" in html
+    assert "valid for memory and time, not quality" in html
+
+
+def test_an_unreadable_result_is_a_message_not_a_500(browser):
+    html = report_html(browser, {"schema_version": 99, "something": "else"})
+    assert "could not be read" in html
+
+
+# Status, cancel, result.json --------------------------------------------------------
+
+
+def test_status_is_small_json(browser):
+    job = make_job(state=Job.State.RUNNING, progress=0.25, phase="prefill", message="batch 1")
+    response = browser.get(reverse("jobs:status", args=[job.share_token]))
+    assert response.status_code == 200
+    assert response.json() == {
+        "state": "running", "state_label": "Running", "progress": 0.25,
+        "phase": "prefill", "message": "batch 1", "final": False,
+    }  # fmt: skip
+    assert "no-cache" in response["Cache-Control"]
+    assert browser.get("/jobs/nope/status").status_code == 404
+
+
+def test_the_owner_can_cancel_with_csrf(browser):
+    job = make_job()
+    own(browser, job)
+    token = csrf_token(browser, reverse("jobs:detail", args=[job.share_token]))
+    url = reverse("jobs:cancel", args=[job.share_token])
+    response = browser.post(url, {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+
+
+def test_cancel_needs_csrf_and_post(browser):
+    job = make_job()
+    own(browser, job)
+    url = reverse("jobs:cancel", args=[job.share_token])
+    assert browser.post(url).status_code == 403
+    assert browser.get(url).status_code == 405
+    job.refresh_from_db()
+    assert job.state == Job.State.QUEUED
+
+
+def test_another_session_cannot_cancel(browser):
+    job = make_job()
+    token = csrf_token(browser)  # the read-only job page has no form at all
+    response = browser.post(
+        reverse("jobs:cancel", args=[job.share_token]), {"csrfmiddlewaretoken": token}
+    )
+    assert response.status_code == 403
+    job.refresh_from_db()
+    assert job.state == Job.State.QUEUED
+
+
+def test_result_json_is_an_attachment_with_the_stored_result(browser, demo_result):
+    job = make_job(state=Job.State.SUCCEEDED, result=demo_result)
+    response = browser.get(reverse("jobs:result-json", args=[job.share_token]))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert (
+        response["Content-Disposition"]
+        == f'attachment; filename="profile-demo-{job.share_token[:8]}.json"'
+    )
+    assert json.loads(response.content) == demo_result
+
+
+def test_result_json_of_an_unfinished_job_is_404(browser):
+    job = make_job()
+    assert browser.get(reverse("jobs:result-json", args=[job.share_token])).status_code == 404

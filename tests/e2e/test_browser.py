@@ -1,0 +1,136 @@
+"""A real Chromium: fill the form, watch the progress bar, read the report, share it.
+
+Uses Debian's chromium (never a downloaded browser). Skipped when it is
+missing, unless ADVISOR_REQUIRE_BROWSER=1 (CI), where that is a failure.
+Saves docs/screenshot.png of the finished report for the README.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.test_submit_to_report import wait_for_live_worker
+
+pytestmark = pytest.mark.slow
+
+CHROMIUM = Path(os.environ.get("ADVISOR_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--no-first-run",
+]  # fmt: skip
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot.png"
+JOB_TIMEOUT_MS = 120_000
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    if not CHROMIUM.exists():
+        message = f"no browser at {CHROMIUM} (apt-get install chromium)"
+        if os.environ.get("ADVISOR_REQUIRE_BROWSER") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop running in this thread; the
+    # ORM calls the database fixtures make here are still plain synchronous ones.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+def progress_values(page, until_selector: str, timeout_ms: int) -> list[int]:
+    """aria-valuenow of the bar, sampled until `until_selector` appears (the report)."""
+    values: list[int] = []
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        if page.locator(until_selector).count():
+            return values
+        bar = page.locator("[role=progressbar]")
+        if bar.count():
+            value = bar.get_attribute("aria-valuenow")
+            if value is not None and (not values or values[-1] != int(value)):
+                values.append(int(value))
+        page.wait_for_timeout(100)
+    pytest.fail(f"no report after {timeout_ms} ms; progress seen: {values}")
+
+
+def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir, chromium):
+    wait_for_live_worker()
+    context = chromium.new_context(viewport={"width": 1200, "height": 900})
+    context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+
+    page.goto(live_server.url + "/")
+    page.check("input[name=model_source][value=demo]")
+    page.fill("input[name=model_name]", "demo")
+    page.select_option("select[name=gpu_kind]", "H100-SXM")
+    assert page.locator("#unserved-note").is_visible()  # no worker for H100 here
+    page.select_option("select[name=run_on]", "cpu")
+    page.fill("input[name=prompt_tokens]", "512")
+    page.fill("input[name=ttft_ms]", "800")
+    page.check("input[name=stated_bottleneck][value=generation]")
+    page.fill("textarea[name=notes]", "Does decode dominate on the demo model?")
+    page.click("button[type=submit]")
+
+    page.wait_for_url(re.compile(r"/jobs/[A-Za-z0-9_-]{16,}/$"))
+    share_url = page.url
+    values = progress_values(page, "#report", JOB_TIMEOUT_MS)
+    assert len(values) >= 2 and values == sorted(values), f"the bar did not move: {values}"
+
+    # The report, with plotly's SVG drawn for each chart.
+    page.wait_for_selector("#chart-decode-plot svg.main-svg")
+    for chart in ("memory", "prefill", "decode"):
+        assert page.locator(f"#chart-{chart}-plot svg.main-svg").count() >= 1
+    assert "Speed up token generation" in page.inner_text("#verdict")
+    assert " ms" in page.inner_text("#prefill table")
+    assert "tok/s" in page.inner_text("#decode table")
+    assert not errors, errors
+    SCREENSHOT.parent.mkdir(exist_ok=True)
+    page.screenshot(
+        path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1200, "height": 2000}
+    )
+
+    page.click("#copy-link")
+    page.wait_for_selector("[data-copy-done]:has-text('Copied')")
+    assert page.evaluate("navigator.clipboard.readText()") == share_url
+
+    stranger = chromium.new_context()
+    try:
+        shared = stranger.new_page()
+        shared.goto(share_url)
+        shared.wait_for_selector("#chart-memory-plot svg.main-svg")
+        assert shared.locator("#report").is_visible()
+        assert shared.locator("#cancel-job").count() == 0
+        assert "(read-only)" in shared.inner_text(".share")
+    finally:
+        stranger.close()
+        context.close()
+
+
+def test_the_submitter_sees_a_cancel_button_and_can_cancel(
+    live_server, worker, demo_model_dir, chromium
+):
+    wait_for_live_worker()
+    context = chromium.new_context()
+    try:
+        page = context.new_page()
+        page.goto(live_server.url + "/")
+        # Far more output than quick mode finishes in a moment; we cancel it anyway.
+        page.fill("input[name=output_tokens]", "4096")
+        page.click("button[type=submit]")
+        page.wait_for_url(re.compile(r"/jobs/[A-Za-z0-9_-]{16,}/$"))
+        page.click("#cancel-job")
+        page.wait_for_selector(".ended", timeout=30_000)
+        assert "Cancel" in page.inner_text(".ended")
+    finally:
+        context.close()

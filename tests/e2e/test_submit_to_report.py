@@ -1,0 +1,105 @@
+"""Submit the form over HTTP to the live server; a real worker profiles demo; read the report.
+
+The client is plain `urllib` with a cookie jar: it fetches the CSRF token from
+the form like a browser would, so nothing in the site is bypassed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import urllib.parse
+import urllib.request
+from http.cookiejar import CookieJar
+
+import pytest
+
+from advisor.jobs.models import Job, Worker
+from advisor.reports.templatetags.units import ms, tok_s
+
+pytestmark = pytest.mark.slow
+
+CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+TOKEN_URL = re.compile(r"/jobs/([A-Za-z0-9_-]{16,})/$")
+JOB_TIMEOUT_S = 120
+
+
+def wait_for_live_worker(timeout_s: float = 15) -> None:
+    """The test DB is flushed between tests; the worker's next beat brings its row back."""
+    deadline = time.monotonic() + timeout_s
+    while not Worker.objects.live().exists():
+        assert time.monotonic() < deadline, "no live worker row"
+        time.sleep(0.2)
+
+
+class Session:
+    """A cookie-keeping HTTP client for the live server."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(CookieJar()))
+
+    def get(self, path: str) -> tuple[str, str]:
+        with self.opener.open(self.base_url + path, timeout=30) as response:
+            return response.geturl(), response.read().decode()
+
+    def post_form(self, path: str, fields: dict[str, str]) -> tuple[str, str]:
+        _, page = self.get(path)
+        token = CSRF_INPUT.search(page)
+        assert token, "the form has no CSRF token"
+        body = urllib.parse.urlencode({**fields, "csrfmiddlewaretoken": token.group(1)}).encode()
+        request = urllib.request.Request(self.base_url + path, data=body, method="POST")
+        with self.opener.open(request, timeout=30) as response:  # follows the redirect
+            return response.geturl(), response.read().decode()
+
+
+def demo_fields(**changes: str) -> dict[str, str]:
+    fields = {
+        "model_source": "demo", "model_name": "demo", "dtype": "auto", "quick": "on",
+        "gpu_kind": "H100-SXM", "gpu_count": "1", "run_on": "cpu",
+        "prompt_tokens": "512", "output_tokens": "128", "concurrency": "8",
+        "shared_prefix_tokens": "0", "ttft_ms": "800", "tpot_ms": "",
+        "stated_bottleneck": "generation", "notes": "e2e over HTTP",
+    }  # fmt: skip
+    fields.update(changes)
+    return fields
+
+
+def test_a_submitted_form_becomes_a_report_with_measured_numbers(
+    live_server, worker, demo_model_dir
+):
+    wait_for_live_worker()
+    client = Session(live_server.url)
+    url, page = client.post_form("/", demo_fields())
+    match = TOKEN_URL.search(url)
+    assert match, f"not redirected to a job page: {url}\n{page[:2000]}"
+    token = match.group(1)
+    assert "Copy link" in page and 'id="cancel-job"' in page  # the submitter's view
+
+    deadline, seen = time.monotonic() + JOB_TIMEOUT_S, []
+    while True:
+        _, body = client.get(f"/jobs/{token}/status")
+        status = json.loads(body)
+        seen.append(status["progress"])
+        if status["final"]:
+            break
+        assert time.monotonic() < deadline, f"job still {status} after {JOB_TIMEOUT_S} s"
+        time.sleep(0.3)
+    job = Job.objects.get(share_token=token)
+    assert status["state"] == "succeeded", job.error
+    assert seen == sorted(seen) and seen[-1] == 1.0  # progress only moves forward
+
+    _, report = client.get(f"/jobs/{token}/")
+    assert 'id="verdict"' in report and "Speed up token generation" in report
+    assert "usable on 1 × H100-SXM" in report  # the projection to the target
+    # Real numbers from the run: every prefill median the page shows came from the row.
+    for point in job.result["prefill"]:
+        assert f">{ms(point['seconds']['median'])}<" in report
+    for point in job.result["decode"]:
+        assert f">{tok_s(point['tokens_per_second'])}<" in report
+    assert job.result["model"]["name"] == "demo" and not job.result["model"]["config_only"]
+    assert job.queue == "cpu" and job.gpu_kind == "H100-SXM"
+
+    _, raw = client.get(f"/jobs/{token}/result.json")
+    assert json.loads(raw) == job.result
