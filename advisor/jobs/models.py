@@ -6,6 +6,7 @@ import secrets
 from datetime import timedelta
 
 from django.db import models
+from django.db.models import F
 from django.utils import timezone
 
 
@@ -26,6 +27,59 @@ class JobQuerySet(models.QuerySet):
         after = after or timedelta(seconds=settings.ADVISOR_HEARTBEAT_STALE_S)
         return self.filter(state=Job.State.RUNNING, heartbeat_at__lt=now - after)
 
+    def undispatched(self, now=None, after: timedelta = timedelta(minutes=1)) -> JobQuerySet:
+        """Queued jobs whose message was never published (the broker was down, or a crash)."""
+        now = now or timezone.now()
+        return self.filter(
+            state=Job.State.QUEUED, dispatched_at__isnull=True, created_at__lt=now - after
+        )
+
+    # Transitions. Each is one conditional UPDATE, so two processes racing on
+    # a row (duplicate deliveries, a cancel, the reaper) can never both win.
+
+    def claim(self, pk: int, worker: str) -> bool:
+        """QUEUED -> RUNNING for exactly one delivery; False: taken, cancelled or gone."""
+        now = timezone.now()
+        return bool(
+            self.filter(pk=pk, state=Job.State.QUEUED).update(
+                state=Job.State.RUNNING,
+                attempts=F("attempts") + 1,
+                started_at=now,
+                heartbeat_at=now,
+                finished_at=None,
+                worker_host=worker[:255],
+                child_pid=None,
+                progress=0.0,
+                phase="",
+                message="starting",
+                error="",
+            )
+        )
+
+    def beat(self, pk: int, **fields) -> bool:
+        """Heartbeat (and progress) of a running job; False: stop, it was cancelled or taken."""
+        live = self.filter(pk=pk, state=Job.State.RUNNING, cancel_requested=False)
+        return bool(live.update(heartbeat_at=timezone.now(), **fields))
+
+    def finish(self, pk: int, state: str, **fields) -> bool:
+        """RUNNING -> a final state, unless a cancel or the reaper got there first."""
+        running = self.filter(pk=pk, state=Job.State.RUNNING)
+        if state == Job.State.CANCELLED:
+            running = running.filter(cancel_requested=True)
+        return bool(
+            running.update(state=state, finished_at=timezone.now(), child_pid=None, **fields)
+        )
+
+    def cancel(self, pk: int) -> bool:
+        """QUEUED -> CANCELLED at once; RUNNING -> cancel_requested (the task stops it)."""
+        queued = self.filter(pk=pk, state=Job.State.QUEUED)
+        if queued.update(
+            state=Job.State.CANCELLED, finished_at=timezone.now(), message="cancelled"
+        ):
+            return True
+        running = self.filter(pk=pk, state=Job.State.RUNNING, cancel_requested=False)
+        return bool(running.update(cancel_requested=True, message="cancelling"))
+
 
 class Job(models.Model):
     """One profiling request and its life.
@@ -36,7 +90,8 @@ class Job(models.Model):
         RUNNING -> SUCCEEDED  the child process wrote a result
         RUNNING -> FAILED     child crashed/killed/timed out, bad model, or
                               the reaper found the heartbeat stale too often
-        RUNNING -> CANCELLED  the user asked; the task kills the child
+        RUNNING -> CANCELLED  the user asked; the task kills the child (or the
+                              reaper ends it, if its worker was lost)
         RUNNING -> QUEUED     the reaper re-dispatches a job whose worker was
                               lost, at most ADVISOR_MAX_ATTEMPTS times in all
     """
@@ -64,11 +119,15 @@ class Job(models.Model):
         DEVICES = "devices", "Split work across devices"
         UNSURE = "unsure", "Not sure"
 
-    share_token = models.CharField(max_length=32, unique=True, default=new_share_token, editable=False)
+    share_token = models.CharField(
+        max_length=32, unique=True, default=new_share_token, editable=False
+    )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
 
     # What to profile.
-    model_source = models.CharField(max_length=16, choices=ModelSource.choices, default=ModelSource.DEMO)
+    model_source = models.CharField(
+        max_length=16, choices=ModelSource.choices, default=ModelSource.DEMO
+    )
     model_name = models.CharField(max_length=512, help_text="Hub id, local directory, or demo name")
     dtype = models.CharField(max_length=16, default="auto")
     quick = models.BooleanField(default=True, help_text="Small sweeps: seconds instead of minutes")
@@ -83,11 +142,15 @@ class Job(models.Model):
     shared_prefix_tokens = models.PositiveIntegerField(default=0)
     ttft_ms = models.FloatField(null=True, blank=True)
     tpot_ms = models.FloatField(null=True, blank=True)
-    stated_bottleneck = models.CharField(max_length=16, choices=Bottleneck.choices, default=Bottleneck.UNSURE)
+    stated_bottleneck = models.CharField(
+        max_length=16, choices=Bottleneck.choices, default=Bottleneck.UNSURE
+    )
     notes = models.TextField(blank=True, max_length=4000)
 
     # Life of the job.
-    state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED, db_index=True)
+    state = models.CharField(
+        max_length=16, choices=State.choices, default=State.QUEUED, db_index=True
+    )
     progress = models.FloatField(default=0.0)  # 0..1
     phase = models.CharField(max_length=64, blank=True)
     message = models.CharField(max_length=512, blank=True)
@@ -134,7 +197,9 @@ class Worker(models.Model):
     name = models.CharField(max_length=255, unique=True)  # celery hostname, e.g. celery@box
     host = models.CharField(max_length=255)
     queues = models.CharField(max_length=512)  # ",cpu,default,"
-    devices = models.JSONField(default=list)  # [{"device": "cuda:0", "name": ..., "memory_bytes": ..., "gpu_kind": ...}]
+    devices = models.JSONField(
+        default=list
+    )  # [{"device": "cuda:0", "name": ..., "memory_bytes": ..., "gpu_kind": ...}]
     started_at = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)
 
@@ -149,3 +214,8 @@ class Worker(models.Model):
     @property
     def queue_list(self) -> list[str]:
         return [q for q in self.queues.split(",") if q]
+
+    @staticmethod
+    def wrap_queues(queues: list[str]) -> str:
+        """The stored form of a queue list, so `serving()` can match whole names."""
+        return "," + ",".join(sorted(set(queues))) + ","

@@ -1,0 +1,45 @@
+"""A job row → the `ProfileConfig` the worker's child process runs."""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from advisor.jobs.models import Job
+from profiling.config import Hardware, ProfileConfig, Workload
+
+# The row's source names the library's own source words one to one; the map
+# keeps a renamed choice from silently becoming "auto".
+SOURCES = {
+    Job.ModelSource.DEMO: "demo",
+    Job.ModelSource.HUB: "hub",
+    Job.ModelSource.LOCAL: "local",
+    Job.ModelSource.CONFIG: "config",
+}
+
+
+def config_for(job: Job) -> ProfileConfig:
+    """The validated profiling config for `job`; raises ConfigError if invalid."""
+    config = ProfileConfig(
+        model=job.model_name,
+        source=SOURCES[job.model_source],
+        device="auto",  # the worker runs on what it has; gpu_kind is the target
+        dtype=job.dtype or "auto",
+        quick=job.quick,
+        workload=workload_for(job),
+        hardware=Hardware(gpu_kind=job.gpu_kind or None, gpu_count=job.gpu_count),
+        stated_bottleneck=job.stated_bottleneck,
+        allowed_roots=[str(root) for root in settings.ADVISOR_MODEL_ROOTS],
+    )
+    config.validate()
+    return config
+
+
+def workload_for(job: Job) -> Workload:
+    return Workload(
+        prompt_tokens=job.prompt_tokens,
+        output_tokens=job.output_tokens,
+        concurrency=job.concurrency,
+        shared_prefix_tokens=job.shared_prefix_tokens,
+        ttft_ms=job.ttft_ms,
+        tpot_ms=job.tpot_ms,
+    )

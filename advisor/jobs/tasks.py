@@ -1,0 +1,184 @@
+"""Celery tasks: run one profiling job; reap jobs whose worker was lost.
+
+`run_job` claims the row (one delivery wins), runs the profile in a fresh
+child process (`advisor.jobs.child`) and maps its progress and outcome onto
+the row. This process never imports torch: only the child does.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from celery import shared_task
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import DatabaseError
+from django.utils import timezone
+
+from advisor.jobs import child, dispatch, spec
+from advisor.jobs.models import Job
+from profiling.config import ConfigError
+
+log = logging.getLogger(__name__)
+
+# Queued rows this old with no message are published again.
+UNDISPATCHED_AFTER = timedelta(minutes=1)
+
+
+@shared_task(bind=True, acks_late=True, ignore_result=True, name="advisor.jobs.tasks.run_job")
+def run_job(self: Any, job_id: int) -> str:
+    """Run job `job_id` if it is still QUEUED; returns what happened (for logs)."""
+    if not Job.objects.claim(job_id, self.request.hostname or "worker"):
+        log.info("job %s: not queued any more (duplicate delivery or cancelled); skipped", job_id)
+        return "skipped"
+    job = Job.objects.get(pk=job_id)
+    log.info("job %s: claimed, attempt %s, %s", job_id, job.attempts, job.model_name)
+    try:
+        outcome = _run_child(job)
+    except SoftTimeLimitExceeded:  # the backstop when the job's own deadline did not fire
+        outcome = child.Outcome.failed(f"timed out after {settings.CELERY_TASK_SOFT_TIME_LIMIT} s")
+    except ConfigError as exc:
+        outcome = child.Outcome.failed(f"bad config: {exc}")
+    except Exception as exc:  # the row must not stay RUNNING until the reaper
+        log.exception("job %s: the worker failed to run it", job_id)
+        outcome = child.Outcome.failed(f"internal error in the worker: {exc}")
+    record(job_id, outcome)
+    return outcome.status
+
+
+def _run_child(job: Job) -> child.Outcome:
+    config = spec.config_for(job)
+    with tempfile.TemporaryDirectory(prefix=f"advisor-job-{job.pk}-") as workdir:
+        how = child.Run(
+            workdir=Path(workdir),
+            time_limit_s=settings.ADVISOR_JOB_TIME_LIMIT_S,
+            tick_s=settings.ADVISOR_HEARTBEAT_S,
+            watch=lambda progress: _beat(job.pk, progress),
+            on_start=lambda pid: Job.objects.beat(job.pk, child_pid=pid, message="profiling"),
+            env=child_env(),
+        )
+        return child.run(config.to_dict(), how)
+
+
+def child_env() -> dict[str, str]:
+    """What the child needs besides the worker's own environment."""
+    path = os.pathsep.join(p for p in (str(settings.BASE_DIR), os.environ.get("PYTHONPATH")) if p)
+    return {"ADVISOR_DEMO_DIR": str(settings.ADVISOR_DEMO_DIR), "PYTHONPATH": path}
+
+
+def _beat(job_id: int, progress: child.Progress | None) -> bool:
+    fields = {}
+    if progress is not None:
+        fields = {
+            "progress": progress.fraction,
+            "phase": progress.phase,
+            "message": progress.message,
+        }
+    try:
+        return Job.objects.beat(job_id, **fields)
+    except DatabaseError as exc:
+        # One lost beat must not kill a long profile; the reaper judges real silence.
+        log.warning("job %s: heartbeat not written: %s", job_id, exc)
+        return True
+
+
+def record(job_id: int, outcome: child.Outcome) -> None:
+    """Write the outcome, unless a cancel or the reaper already decided the row."""
+    if outcome.status == child.Outcome.SUCCEEDED:
+        device = device_of(outcome.result)
+        written = Job.objects.finish(
+            job_id,
+            Job.State.SUCCEEDED,
+            progress=1.0,
+            message="done",
+            result=outcome.result,
+            device=device,
+        )
+    elif outcome.status == child.Outcome.STOPPED:
+        written = Job.objects.finish(job_id, Job.State.CANCELLED, message="cancelled")
+    else:
+        written = Job.objects.finish(
+            job_id, Job.State.FAILED, error=outcome.error, message=outcome.error[:512]
+        )
+    log.info("job %s: %s%s", job_id, outcome.status, "" if written else " (row already final)")
+
+
+def device_of(result: dict[str, Any] | None) -> str:
+    """'cuda:0 (NVIDIA H100 80GB HBM3)' from a result's environment."""
+    env = (result or {}).get("environment") or {}
+    device, name = env.get("device") or "", env.get("device_name") or ""
+    return (f"{device} ({name})" if name and name != device else device)[:255]
+
+
+# --- The reaper ---------------------------------------------------------------
+
+
+@dataclass
+class Reaped:
+    requeued: int = 0
+    failed: int = 0  # or cancelled, when the user had asked
+    redispatched: int = 0
+
+    def __str__(self) -> str:
+        return f"{self.requeued} re-queued, {self.failed} ended, {self.redispatched} re-dispatched"
+
+
+@shared_task(ignore_result=True, name="advisor.jobs.tasks.reap_stale_jobs")
+def reap_stale_jobs() -> str:
+    return str(reap())
+
+
+def reap(now: datetime | None = None) -> Reaped:
+    """Recover jobs whose worker went silent, and queued jobs never published."""
+    now = now or timezone.now()
+    report = Reaped()
+    for job in Job.objects.stale(now=now):
+        if job.cancel_requested:  # the user's cancel stands: no retry
+            report.failed += _end_lost(
+                job, now, Job.State.CANCELLED, "cancelled; its worker was lost"
+            )
+        elif job.attempts < settings.ADVISOR_MAX_ATTEMPTS:
+            report.requeued += _requeue(job, now)
+        else:
+            silent_s = int((now - job.heartbeat_at).total_seconds())
+            error = f"worker lost (no heartbeat for {silent_s} s) after {job.attempts} attempts"
+            report.failed += _end_lost(job, now, Job.State.FAILED, error)
+    for job in Job.objects.undispatched(now=now, after=UNDISPATCHED_AFTER):
+        report.redispatched += _redispatch(job)
+    if report.requeued or report.failed or report.redispatched:
+        log.info("reaper: %s", report)
+    return report
+
+
+def _requeue(job: Job, now: datetime) -> int:
+    # Matching the heartbeat we judged stale: a worker that beats meanwhile keeps its job.
+    lost = Job.objects.filter(pk=job.pk, state=Job.State.RUNNING, heartbeat_at=job.heartbeat_at)
+    message = (
+        f"worker lost; retrying (attempt {job.attempts + 1} of {settings.ADVISOR_MAX_ATTEMPTS})"
+    )
+    if not lost.update(
+        state=Job.State.QUEUED, dispatched_at=None, child_pid=None, worker_host="", message=message
+    ):
+        return 0
+    job.refresh_from_db()
+    _redispatch(job)
+    return 1
+
+
+def _end_lost(job: Job, now: datetime, state: str, error: str) -> int:
+    lost = Job.objects.filter(pk=job.pk, state=Job.State.RUNNING, heartbeat_at=job.heartbeat_at)
+    return lost.update(state=state, finished_at=now, child_pid=None, error=error, message=error)
+
+
+def _redispatch(job: Job) -> int:
+    try:
+        dispatch.enqueue(job)
+    except dispatch.QueueUnavailable:
+        return 0  # still undispatched: the next pass tries again
+    return 1

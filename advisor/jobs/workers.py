@@ -1,0 +1,134 @@
+"""A Celery worker announces itself: a Worker row with host, queues, devices.
+
+When the worker is ready, a daemon thread in its main process upserts the
+row every ADVISOR_WORKER_HEARTBEAT_S; the row is deleted on shutdown. The
+devices come from `python -m profiling devices` in a child process,
+so the worker itself never imports torch or initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import platform
+import socket
+import subprocess
+import sys
+import threading
+from typing import Any
+
+from celery import signals
+from django.conf import settings
+from django.db import close_old_connections, connection
+from django.utils import timezone
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 120
+_announcer: Announcer | None = None
+
+
+def probe_devices() -> list[dict[str, Any]]:
+    """This machine's devices as the library sees them, CPU-only if that fails."""
+    argv = [sys.executable, "-m", "profiling", "devices"]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT_S)
+        devices = _parse_devices(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired):
+        devices = None
+    if not devices:
+        log.warning("device probe failed; announcing the CPU only")
+        return [cpu_device()]
+    return devices
+
+
+def _parse_devices(stdout: str) -> list[dict[str, Any]] | None:
+    try:
+        data = json.loads(stdout)
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        data = data.get("devices")
+    if isinstance(data, list) and all(isinstance(d, dict) and "device" in d for d in data):
+        return data
+    return None
+
+
+def cpu_device() -> dict[str, Any]:
+    return {
+        "device": "cpu",
+        "name": platform.processor() or "CPU",
+        "memory_bytes": None,
+        "gpu_kind": None,
+    }
+
+
+class Announcer(threading.Thread):
+    """Keeps this worker's row fresh until stopped; then removes it."""
+
+    def __init__(self, name: str, queues: list[str], interval_s: float) -> None:
+        super().__init__(name="advisor-announcer", daemon=True)
+        self.worker_name, self.queues, self.interval_s = name, queues, interval_s
+        self.devices: list[dict[str, Any]] = []
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        self.beat()  # the row appears at once; devices follow when probed
+        self.devices = probe_devices()
+        while not self.stopped.is_set():
+            self.beat()
+            self.stopped.wait(self.interval_s)
+
+    def beat(self) -> None:
+        from advisor.jobs.models import Worker
+
+        try:
+            close_old_connections()
+            Worker.objects.update_or_create(
+                name=self.worker_name,
+                defaults={
+                    "host": socket.gethostname(),
+                    "queues": Worker.wrap_queues(self.queues),
+                    "devices": self.devices,
+                    "last_seen": timezone.now(),
+                },
+            )
+        except Exception:  # a database hiccup must not kill the thread
+            log.exception("worker %s: could not announce", self.worker_name)
+        finally:
+            # No connection stays open in this thread while the pool forks.
+            connection.close()
+
+    def stop(self) -> None:
+        from advisor.jobs.models import Worker
+
+        self.stopped.set()
+        self.join(timeout=5)
+        Worker.objects.filter(name=self.worker_name).delete()
+
+
+def consumer_queues(consumer: Any) -> list[str]:
+    """The queue names this worker consumes (its -Q option)."""
+    task_consumer = getattr(consumer, "task_consumer", None)
+    if task_consumer is not None and task_consumer.queues:
+        return [q.name for q in task_consumer.queues]
+    return list(consumer.app.amqp.queues.consume_from or consumer.app.amqp.queues)
+
+
+@signals.worker_ready.connect
+def _announce(sender: Any, **_: Any) -> None:
+    global _announcer
+    _announcer = Announcer(
+        sender.hostname, consumer_queues(sender), settings.ADVISOR_WORKER_HEARTBEAT_S
+    )
+    _announcer.start()
+    log.info("worker %s: announced on queues %s", sender.hostname, ", ".join(_announcer.queues))
+
+
+@signals.worker_shutdown.connect
+def _withdraw(**_: Any) -> None:
+    if _announcer is not None:
+        try:
+            _announcer.stop()
+        except Exception:  # shutting down anyway; the row goes stale by itself
+            log.exception("worker: could not remove its row")

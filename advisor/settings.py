@@ -1,0 +1,250 @@
+"""Django settings, all read from the environment.
+
+Safe local defaults: SQLite under var/, an embedded Redis on a unix socket
+under var/, DEBUG off unless ADVISOR_DEBUG=1 (`manage.py runlocal` sets it).
+`ADVISOR_PRODUCTION=1` turns on HTTPS hardening and refuses the dev secret.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+import plotly
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def env_str(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    """1/true/yes/on or 0/false/no/off (any case); anything else is an error."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return default
+    value = raw.strip().lower()
+    if value not in _TRUE | _FALSE:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a boolean; use 1 or 0")
+    return value in _TRUE
+
+
+def env_int(name: str, default: int, minimum: int | None = None) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw.strip() == "":
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a whole number") from None
+    if minimum is not None and value < minimum:
+        raise ImproperlyConfigured(f"{name}={value} must be at least {minimum}")
+    return value
+
+
+def env_list(name: str, default: list[str], sep: str = ",") -> list[str]:
+    """A separated list; blank items are dropped, so "" means an empty list."""
+    raw = os.environ.get(name)
+    if raw is None:
+        return list(default)
+    return [item.strip() for item in raw.split(sep) if item.strip()]
+
+
+# Runtime files (SQLite, Redis socket, demo models); the test script moves it.
+VAR_DIR = Path(env_str("ADVISOR_VAR_DIR") or BASE_DIR / "var").resolve()
+
+# --- Core -------------------------------------------------------------------
+
+PRODUCTION = env_bool("ADVISOR_PRODUCTION")
+DEBUG = env_bool("ADVISOR_DEBUG")
+INSECURE_SECRET_KEY = "dev-only-insecure-key-for-bottleneck-advisor-never-use-in-production"
+SECRET_KEY = env_str("SECRET_KEY") or INSECURE_SECRET_KEY
+if PRODUCTION and not DEBUG and SECRET_KEY == INSECURE_SECRET_KEY:
+    raise ImproperlyConfigured("ADVISOR_PRODUCTION=1 needs a real SECRET_KEY in the environment")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "advisor.jobs",
+    "advisor.reports",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "advisor.urls"
+WSGI_APPLICATION = "advisor.wsgi.application"
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+# --- Database ---------------------------------------------------------------
+
+
+def _sqlite(path: Path, test_path: Path) -> dict:
+    return {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(path),
+        # Worker subprocesses write heartbeats while the site reads: WAL lets
+        # readers and one writer overlap, IMMEDIATE avoids upgrade deadlocks.
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        },
+        # A file, never :memory:, so worker processes in tests see the rows.
+        "TEST": {"NAME": str(test_path)},
+    }
+
+
+DATABASE_URL = env_str("DATABASE_URL")
+if DATABASE_URL:
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    }
+else:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its directory
+    DATABASES = {
+        "default": _sqlite(
+            VAR_DIR / "advisor.sqlite3",
+            Path(env_str("ADVISOR_TEST_DB_NAME") or VAR_DIR / "test-advisor.sqlite3"),
+        )
+    }
+# Points a process at another database of the same server: test workers use
+# it to open the test database the pytest process created.
+if env_str("ADVISOR_DB_NAME"):
+    DATABASES["default"]["NAME"] = env_str("ADVISOR_DB_NAME")
+
+# --- Static files -----------------------------------------------------------
+
+STATIC_URL = "static/"
+# Optional: WhiteNoise serves from the finders; set it to run collectstatic.
+STATIC_ROOT = env_str("STATIC_ROOT") or None
+STATICFILES_DIRS = [
+    BASE_DIR / "static",
+    # {% static 'plotly/plotly.min.js' %} is served from the installed package.
+    ("plotly", Path(plotly.__file__).parent / "package_data"),
+]
+# Serve straight from the finders: no collectstatic step for local runs.
+WHITENOISE_USE_FINDERS = True
+
+# --- Security (production) --------------------------------------------------
+
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if PRODUCTION:
+    SECURE_SSL_REDIRECT = env_bool("ADVISOR_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = env_int("ADVISOR_HSTS_SECONDS", 31_536_000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    if env_bool("ADVISOR_BEHIND_PROXY"):
+        # Only behind a proxy that sets this header itself (never trust a client's).
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# advisor.* logs go to the root logger: the console here, Celery's format in a
+# worker (Celery replaces the root handlers there).
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": "WARNING"},
+    "loggers": {"advisor": {"level": env_str("ADVISOR_LOG_LEVEL", "INFO")}},
+}
+
+# --- Advisor ----------------------------------------------------------------
+
+ADVISOR_MODEL_ROOTS = env_list("ADVISOR_MODEL_ROOTS", [str(VAR_DIR / "models")], sep=os.pathsep)
+ADVISOR_DEMO_DIR = env_str("ADVISOR_DEMO_DIR") or str(VAR_DIR / "demo")
+ADVISOR_JOB_TIME_LIMIT_S = env_int("ADVISOR_JOB_TIME_LIMIT_S", 3600, minimum=1)
+ADVISOR_HEARTBEAT_S = env_int("ADVISOR_HEARTBEAT_S", 5, minimum=1)
+ADVISOR_HEARTBEAT_STALE_S = env_int("ADVISOR_HEARTBEAT_STALE_S", 120, minimum=1)
+ADVISOR_WORKER_HEARTBEAT_S = env_int("ADVISOR_WORKER_HEARTBEAT_S", 15, minimum=1)
+ADVISOR_WORKER_STALE_S = env_int("ADVISOR_WORKER_STALE_S", 60, minimum=1)
+ADVISOR_MAX_ATTEMPTS = env_int("ADVISOR_MAX_ATTEMPTS", 3, minimum=1)
+ADVISOR_REAP_EVERY_S = env_int("ADVISOR_REAP_EVERY_S", 30, minimum=1)
+if ADVISOR_HEARTBEAT_STALE_S <= 2 * ADVISOR_HEARTBEAT_S:
+    raise ImproperlyConfigured("ADVISOR_HEARTBEAT_STALE_S must exceed two heartbeats")
+
+# --- Celery -----------------------------------------------------------------
+
+# With no broker configured, the site and workers share an embedded Redis on a
+# unix socket (started on demand by advisor.embedded_redis).
+_BROKER = env_str("CELERY_BROKER_URL") or env_str("REDIS_URL")
+ADVISOR_EMBEDDED_REDIS = None if _BROKER else str(VAR_DIR / "redis.sock")
+CELERY_BROKER_URL = _BROKER or f"redis+socket://{ADVISOR_EMBEDDED_REDIS}"
+
+# The job's own deadline comes first; Celery's limits are the backstop.
+CELERY_TASK_SOFT_TIME_LIMIT = ADVISOR_JOB_TIME_LIMIT_S + 30
+CELERY_TASK_TIME_LIMIT = ADVISOR_JOB_TIME_LIMIT_S + 60
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    # Longer than the hard limit, or Redis re-delivers jobs that still run.
+    "visibility_timeout": CELERY_TASK_TIME_LIMIT + 600,
+    "socket_connect_timeout": 3,
+}
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_IGNORE_RESULT = True  # the job row is the result
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = False  # the reaper re-queues, counting attempts
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_DEFAULT_QUEUE = "default"
+CELERY_TASK_PUBLISH_RETRY = True
+# A dead broker must fail a submit within about a second, not hang the page.
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 2,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.5,
+}
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "reap-stale-jobs": {
+        "task": "advisor.jobs.tasks.reap_stale_jobs",
+        "schedule": float(ADVISOR_REAP_EVERY_S),
+        "options": {"queue": "default", "expires": float(ADVISOR_REAP_EVERY_S)},
+    },
+}

@@ -1,0 +1,15 @@
+"""Top-level URLs: the admin, then the jobs and reports apps (namespaced)."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.urls import include, path
+
+urlpatterns = [
+    # /admin/
+    path("admin/", admin.site.urls),
+    # /reports/...
+    path("reports/", include("advisor.reports.urls")),
+    # /, /jobs/...
+    path("", include("advisor.jobs.urls")),
+]

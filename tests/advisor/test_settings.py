@@ -1,0 +1,144 @@
+"""Settings come from the environment, with safe defaults and loud errors."""
+
+from __future__ import annotations
+
+import os
+import runpy
+import secrets
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.staticfiles import finders
+from django.core.exceptions import ImproperlyConfigured
+
+from advisor.celery import app
+from advisor.settings import env_bool, env_int, env_list
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTINGS_FILE = ROOT / "advisor" / "settings.py"
+# Variables that change what the settings module computes.
+ENV_KEYS = (
+    "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS",
+    "ADVISOR_PRODUCTION", "ADVISOR_DEBUG", "ADVISOR_DB_NAME", "ADVISOR_TEST_DB_NAME",
+)  # fmt: skip
+
+
+def load_settings(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, **env: str) -> dict:
+    """The settings module evaluated afresh under `env` (the live settings stay as they are)."""
+    for key in ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("ADVISOR_VAR_DIR", str(tmp_path / "var"))
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    return runpy.run_path(str(SETTINGS_FILE))
+
+
+@pytest.mark.parametrize(
+    ("raw", "value"), [("1", True), ("TRUE", True), ("no", False), ("0", False)]
+)
+def test_env_bool_reads_the_usual_spellings(monkeypatch, raw, value):
+    monkeypatch.setenv("X_FLAG", raw)
+    assert env_bool("X_FLAG") is value
+
+
+def test_env_bool_refuses_anything_else(monkeypatch):
+    monkeypatch.setenv("X_FLAG", "maybe")
+    with pytest.raises(ImproperlyConfigured, match="X_FLAG"):
+        env_bool("X_FLAG")
+
+
+def test_env_int_refuses_words_and_values_below_the_minimum(monkeypatch):
+    monkeypatch.setenv("X_N", "ten")
+    with pytest.raises(ImproperlyConfigured, match="not a whole number"):
+        env_int("X_N", 1)
+    monkeypatch.setenv("X_N", "0")
+    with pytest.raises(ImproperlyConfigured, match="at least 1"):
+        env_int("X_N", 5, minimum=1)
+    monkeypatch.delenv("X_N")
+    assert env_int("X_N", 5) == 5
+
+
+def test_env_list_splits_and_drops_blanks(monkeypatch):
+    monkeypatch.setenv("X_LIST", " a, b ,,c ")
+    assert env_list("X_LIST", []) == ["a", "b", "c"]
+    monkeypatch.setenv("X_LIST", "")
+    assert env_list("X_LIST", ["default"]) == []
+
+
+def test_local_defaults_are_sqlite_files_and_an_embedded_redis(monkeypatch, tmp_path):
+    conf = load_settings(monkeypatch, tmp_path)
+    db = conf["DATABASES"]["default"]
+    assert db["ENGINE"] == "django.db.backends.sqlite3"
+    assert db["NAME"] == str(tmp_path / "var" / "advisor.sqlite3")
+    assert db["TEST"]["NAME"].endswith(".sqlite3")  # a file workers can open, never :memory:
+    assert conf["DEBUG"] is False
+    assert conf["CELERY_BROKER_URL"] == f"redis+socket://{tmp_path / 'var' / 'redis.sock'}"
+
+
+def test_database_url_and_redis_url_replace_the_defaults(monkeypatch, tmp_path):
+    conf = load_settings(
+        monkeypatch, tmp_path,
+        DATABASE_URL="postgres://u@db.internal:5432/advisor", REDIS_URL="redis://r.internal:6379/0",
+        ADVISOR_DB_NAME="test_advisor",
+    )  # fmt: skip
+    db = conf["DATABASES"]["default"]
+    assert (db["ENGINE"], db["HOST"], db["NAME"]) == (
+        "django.db.backends.postgresql",
+        "db.internal",
+        "test_advisor",
+    )
+    assert conf["CELERY_BROKER_URL"] == "redis://r.internal:6379/0"
+    assert conf["ADVISOR_EMBEDDED_REDIS"] is None
+
+
+def test_production_refuses_the_development_secret(monkeypatch, tmp_path):
+    with pytest.raises(ImproperlyConfigured, match="SECRET_KEY"):
+        load_settings(monkeypatch, tmp_path, ADVISOR_PRODUCTION="1")
+
+
+def test_a_bad_number_in_the_environment_stops_the_start(monkeypatch, tmp_path):
+    with pytest.raises(ImproperlyConfigured, match="ADVISOR_JOB_TIME_LIMIT_S"):
+        load_settings(monkeypatch, tmp_path, ADVISOR_JOB_TIME_LIMIT_S="an hour")
+
+
+def test_production_passes_the_deploy_checks(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ENV_KEYS}
+    env.update(
+        DJANGO_SETTINGS_MODULE="advisor.settings", ADVISOR_PRODUCTION="1",
+        SECRET_KEY=secrets.token_urlsafe(50), ALLOWED_HOSTS="advisor.example.com",
+        ADVISOR_VAR_DIR=str(tmp_path),
+    )  # fmt: skip
+    argv = [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"]
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "System check identified no issues" in done.stdout
+
+
+def test_plotly_js_is_served_from_the_installed_package():
+    found = finders.find("plotly/plotly.min.js")
+    assert found and Path(found).stat().st_size > 1_000_000
+
+
+def test_celery_is_set_up_for_long_jobs():
+    conf = app.conf
+    assert conf.task_serializer == "json" and conf.accept_content == ["json"]
+    assert conf.task_ignore_result and conf.task_acks_late
+    assert conf.worker_prefetch_multiplier == 1 and not conf.task_reject_on_worker_lost
+    limit = settings.ADVISOR_JOB_TIME_LIMIT_S
+    assert limit < conf.task_soft_time_limit < conf.task_time_limit
+    assert conf.broker_transport_options["visibility_timeout"] > conf.task_time_limit
+    assert conf.beat_schedule["reap-stale-jobs"]["task"] == "advisor.jobs.tasks.reap_stale_jobs"
+
+
+@pytest.mark.django_db
+def test_the_admin_lists_jobs_and_workers(admin_client):
+    from advisor.jobs.models import Job, Worker
+
+    job = Job.objects.create(model_name="demo", result={"memory": {"weights_bytes": 7}})
+    Worker.objects.create(name="w@h", host="h", queues=",cpu,")
+    assert b"demo" in admin_client.get("/admin/jobs/job/?state__exact=queued").content
+    assert b"weights_bytes" in admin_client.get(f"/admin/jobs/job/{job.pk}/change/").content
+    assert b"w@h" in admin_client.get("/admin/jobs/worker/").content

@@ -1,0 +1,156 @@
+"""Job transitions: each is one conditional update, so racing writers cannot both win."""
+
+from __future__ import annotations
+
+import io
+from datetime import timedelta
+
+import pytest
+from django.core.cache import cache
+from django.core.management import call_command
+from django.utils import timezone
+
+from advisor.jobs import dispatch
+from advisor.jobs.models import Job
+from advisor.jobs.tasks import reap, run_job
+
+pytestmark = pytest.mark.django_db(transaction=True)
+State = Job.State
+
+
+def make_job(**fields) -> Job:
+    defaults = {"model_source": Job.ModelSource.DEMO, "model_name": "demo", "queue": "cpu"}
+    return Job.objects.create(**{**defaults, **fields})
+
+
+def running_job(beat_age_s: float = 0, attempts: int = 1, **fields) -> Job:
+    beat = timezone.now() - timedelta(seconds=beat_age_s)
+    return make_job(
+        state=State.RUNNING, attempts=attempts, heartbeat_at=beat, started_at=beat, **fields
+    )
+
+
+def state_of(job: Job) -> str:
+    job.refresh_from_db()
+    return job.state
+
+
+def test_only_one_claim_wins():
+    job = make_job()
+    assert Job.objects.claim(job.pk, "w1@host")
+    assert not Job.objects.claim(job.pk, "w2@host")
+    job.refresh_from_db()
+    assert (job.state, job.attempts, job.worker_host) == (State.RUNNING, 1, "w1@host")
+    assert job.heartbeat_at is not None
+
+
+def test_a_cancelled_job_cannot_be_claimed():
+    job = make_job(state=State.CANCELLED)
+    assert not Job.objects.claim(job.pk, "w@host")
+    assert state_of(job) == State.CANCELLED
+
+
+def test_a_duplicate_delivery_runs_nothing():
+    job = running_job(attempts=1)
+    assert run_job.apply((job.pk,)).get() == "skipped"
+    job.refresh_from_db()
+    assert (job.state, job.attempts, job.child_pid) == (State.RUNNING, 1, None)
+
+
+def test_cancelling_a_queued_job_ends_it_at_once():
+    job = make_job()
+    assert dispatch.cancel(job)
+    assert job.state == State.CANCELLED and job.finished_at is not None
+    assert not dispatch.cancel(job)  # final: nothing changes
+
+
+def test_cancelling_a_running_job_asks_its_task_to_stop():
+    job = running_job()
+    assert dispatch.cancel(job)
+    assert job.state == State.RUNNING and job.cancel_requested
+    assert not Job.objects.beat(job.pk)  # the task's next beat learns it must stop
+    assert Job.objects.finish(job.pk, State.CANCELLED)
+    assert state_of(job) == State.CANCELLED
+
+
+def test_a_stop_without_a_cancel_request_is_not_recorded_as_cancelled():
+    job = running_job()
+    assert not Job.objects.finish(job.pk, State.CANCELLED)
+    assert state_of(job) == State.RUNNING
+
+
+def test_a_late_outcome_never_overwrites_a_final_state():
+    job = running_job()
+    Job.objects.filter(pk=job.pk).update(state=State.CANCELLED)
+    assert not Job.objects.finish(job.pk, State.SUCCEEDED, result={"x": 1})
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED and job.result is None
+
+
+def test_progress_beats_only_while_running():
+    job = running_job(beat_age_s=30)
+    assert Job.objects.beat(job.pk, progress=0.5, phase="decode", message="step 3")
+    job.refresh_from_db()
+    assert (job.progress, job.phase) == (0.5, "decode")
+    assert timezone.now() - job.heartbeat_at < timedelta(seconds=5)
+    Job.objects.filter(pk=job.pk).update(state=State.QUEUED)  # the reaper took it back
+    assert not Job.objects.beat(job.pk)
+
+
+def test_the_reaper_requeues_a_lost_job_and_publishes_it(redis_url, settings):
+    settings.ADVISOR_HEARTBEAT_STALE_S = 120
+    job = running_job(beat_age_s=10, attempts=1, queue="gpu-b200")
+    later = timezone.now() + timedelta(seconds=200)  # a fake clock: no sleeping
+    report = reap(now=later)
+    job.refresh_from_db()
+    assert (report.requeued, report.failed) == (1, 0)
+    assert job.state == State.QUEUED and job.dispatched_at is not None
+    assert job.message == "worker lost; retrying (attempt 2 of 3)"
+
+
+def test_the_reaper_fails_a_job_lost_too_often(settings):
+    settings.ADVISOR_MAX_ATTEMPTS = 3
+    job = running_job(beat_age_s=300, attempts=3)
+    report = reap()
+    job.refresh_from_db()
+    assert report.failed == 1 and job.state == State.FAILED
+    assert job.error.startswith("worker lost (no heartbeat for 3")
+    assert job.error.endswith("s) after 3 attempts")
+
+
+def test_a_lost_job_the_user_cancelled_is_not_retried():
+    job = running_job(beat_age_s=300, attempts=1, cancel_requested=True)
+    assert reap().failed == 1
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED and job.attempts == 1
+
+
+def test_the_reaper_leaves_beating_jobs_alone():
+    job = running_job(beat_age_s=5)
+    assert reap().requeued == 0
+    assert state_of(job) == State.RUNNING
+
+
+def test_the_reaper_publishes_queued_jobs_that_never_were(redis_url):
+    old = make_job(created_at=timezone.now() - timedelta(minutes=5), queue="gpu-b200")
+    new = make_job(queue="gpu-b200")
+    assert reap().redispatched == 1
+    old.refresh_from_db()
+    new.refresh_from_db()
+    assert old.dispatched_at is not None and new.dispatched_at is None
+
+
+def test_pages_reap_at_most_once_per_interval():
+    cache.delete(dispatch.REAP_THROTTLE_KEY)
+    job = running_job(beat_age_s=10_000, attempts=99)
+    assert dispatch.reap_if_due()
+    assert state_of(job) == State.FAILED
+    assert not dispatch.reap_if_due()
+
+
+def test_the_reap_jobs_command_runs_one_pass():
+    job = running_job(beat_age_s=10_000, attempts=99)
+    out = io.StringIO()
+    call_command("reap_jobs", stdout=out)
+    assert "0 re-queued, 1 ended" in out.getvalue()
+    assert state_of(job) == State.FAILED
