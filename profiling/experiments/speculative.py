@@ -1,0 +1,385 @@
+"""The speculative-decoding experiment: does a draft make this model generate faster?
+
+For each draft (a draft model, and/or prompt lookup, which needs no model)
+and each K of the sweep, at batch 1 and at the user's concurrency, our own
+exact greedy loop (`profiling.speculative.loop`) decodes the fixed prompt set
+and reports acceptance, tokens per target pass, phase costs, and end-to-end
+tokens/s against the target's own greedy decode of the same prompts, timed
+the same way at the same batch, sample by sample interleaved with the
+speculative runs (so drifting load from other processes hits both alike).
+Its output is checked token for token against that baseline in every run
+(`SweepPoint.matches_baseline`). Draft and verify costs are per pass after
+the first, which also prefills the prompt.
+
+Acceptance convention: `mean_accepted_length = 1 + accepted / target passes`,
+the tokens emitted per target pass per sequence (the accepted draft tokens
+plus the target's own token); `acceptance_rate = accepted / proposed`.
+
+Random-weights (config-only) models: acceptance means nothing, so only the
+verify-cost curve is measured (one target pass over K+1 tokens against one
+over a single token, which bounds any speedup); it is measured in every run.
+
+Heavy imports (torch, transformers) happen inside the functions, so the web
+process can import this module and `profiling.speculative.results` cheaply.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from profiling.speculative.report import best_at, best_k, finding, warnings_for
+from profiling.speculative.results import (
+    ACCEPTANCE_CONVENTION,
+    PROMPT_LOOKUP,
+    DraftMemory,
+    SpeculativeResult,
+    SweepPoint,
+    VerifyCostPoint,
+)
+from profiling.timing import Clock, clock_for
+
+DEFAULT_KS = [1, 2, 3, 4, 6, 8]
+QUICK_KS = [1, 2, 4]
+QUICK_MAX_BATCH = 8
+FULL_MAX_BATCH = 32
+QUICK_PROMPTS = 6
+QUICK_NEW_TOKENS = 32
+FULL_NEW_TOKENS = 128
+DEFAULT_DRAFTS = {"demo": "demo-draft"}  # target name -> its default draft model
+PROMPTS_PATH = Path(__file__).resolve().parent.parent / "data" / "prompts_v1.json"
+TRACE_PROMPT = -1  # the last prompt of the set: long, with phrases worth looking up
+# progress(phase, fraction 0..1, message), as in profiling.experiments.
+Progress = Callable[[str, float, str], None]
+PHASE = "speculative"
+
+
+@dataclass
+class PromptSet:
+    version: int
+    prompts: list[str]
+
+
+@dataclass
+class Draft:
+    """A loaded draft model (already resolved and security-checked by the caller)."""
+
+    model: Any
+    tokenizer: Any | None
+    name: str
+
+
+def load_prompts(path: Path = PROMPTS_PATH) -> PromptSet:
+    """The shipped, versioned prompt set (shared with other generation experiments)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return PromptSet(version=int(data["version"]), prompts=list(data["prompts"]))
+
+
+def default_draft_name(target_name: str) -> str | None:
+    """The draft model to use for `target_name` when the user names none."""
+    return DEFAULT_DRAFTS.get(target_name)
+
+
+@dataclass
+class SpeculativePlan:
+    """How much one run measures: the arguments `run_speculative` takes besides the models."""
+
+    ks: list[int]
+    batch_sizes: list[int]
+    max_new_tokens: int
+    prompts: PromptSet
+    warmup: int
+    repeats: int
+
+
+def make_plan(quick: bool, concurrency: int, output_tokens: int) -> SpeculativePlan:
+    """Batch 1 and the user's concurrency (capped); the user's output length, capped.
+
+    Quick mode keeps a CPU run of the demo pair to a few minutes: K in 1, 2, 4,
+    half the prompt set, 32 new tokens, two timed repeats.
+    """
+    cap = QUICK_MAX_BATCH if quick else FULL_MAX_BATCH
+    prompts = load_prompts()
+    if quick:
+        prompts = PromptSet(prompts.version, prompts.prompts[:QUICK_PROMPTS])
+    return SpeculativePlan(
+        ks=list(QUICK_KS if quick else DEFAULT_KS),
+        batch_sizes=sorted({1, min(max(1, concurrency), cap)}),
+        max_new_tokens=max(1, min(output_tokens, QUICK_NEW_TOKENS if quick else FULL_NEW_TOKENS)),
+        prompts=prompts,
+        warmup=1,
+        repeats=2 if quick else 3,
+    )
+
+
+def run_speculative(
+    target: Any,
+    target_tokenizer: Any | None,
+    draft: Draft | tuple[Any, Any, str] | None,
+    *,
+    ks: list[int],
+    batch_sizes: list[int],
+    max_new_tokens: int,
+    prompts: PromptSet | list[str],
+    prompt_lookup: bool,
+    device: str,
+    progress: Progress | None = None,
+    config_only: bool = False,
+    clock: Clock | None = None,
+    warmup: int = 1,
+    repeats: int = 3,
+    target_name: str = "",
+    trace_k: int | None = None,
+) -> SpeculativeResult:
+    """Measure speculative decoding of `target` with `draft` and/or prompt lookup.
+
+    `draft` is `Draft(model, tokenizer, name)` or the same as a tuple; its
+    tokenizer must match the target's (`TokenizerMismatch` otherwise). With
+    `config_only` (random weights) only the verify-cost curve and the draft's
+    memory are measured. Without a target tokenizer, prompts become seeded
+    random token ids of similar length. `clock` defaults to the device's clock
+    (`profiling.timing.clock_for`); the trace uses `trace_k`, or the best K
+    at batch 1.
+    """
+    from profiling.speculative.sweep import encode_prompts
+
+    draft = Draft(*draft) if isinstance(draft, tuple) else draft
+    if draft is not None:
+        _check_draft(target_tokenizer, draft, config_only)
+    prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(0, list(prompts))
+    ids = encode_prompts(target_tokenizer, prompt_set.prompts, _vocab_size(target))
+    job = _Job(target, draft, ids, max_new_tokens, clock or clock_for(device), warmup, repeats)
+    tick = _ticker(progress, _units(ks, batch_sizes, draft, prompt_lookup, config_only))
+    result = SpeculativeResult(
+        target=target_name,
+        config_only=config_only,
+        acceptance_meaningful=not config_only,
+        acceptance_convention=ACCEPTANCE_CONVENTION,
+        max_new_tokens=max_new_tokens,
+        prompt_set_version=prompt_set.version or None,
+        draft_memory=_draft_memory(draft, prompt_lookup),
+        sweeps=[],
+        best_k=[],
+        verify_cost=[p for b in batch_sizes for p in job.verify_cost(ks, b, tick)],
+    )
+    if not config_only:  # random weights: acceptance and speedup would be noise
+        result.sweeps = job.sweeps(ks, batch_sizes, prompt_lookup, tick)
+        result.best_k = best_k(result.sweeps)
+        _add_trace(result, job, target_tokenizer, prompt_set.prompts, trace_k)
+    result.finding = finding(result)
+    result.warnings = warnings_for(result)
+    return result
+
+
+def run_plan(
+    target: Any,
+    target_tokenizer: Any | None,
+    draft: Draft | tuple[Any, Any, str] | None,
+    plan: SpeculativePlan,
+    **options: Any,
+) -> SpeculativeResult:
+    """`run_speculative` with the sizes of a `make_plan` plan; `options` as there."""
+    return run_speculative(
+        target,
+        target_tokenizer,
+        draft,
+        ks=plan.ks,
+        batch_sizes=plan.batch_sizes,
+        max_new_tokens=plan.max_new_tokens,
+        prompts=plan.prompts,
+        warmup=plan.warmup,
+        repeats=plan.repeats,
+        **options,
+    )
+
+
+def _draft_memory(draft: Draft | None, prompt_lookup: bool) -> list[DraftMemory]:
+    from profiling.speculative.drafting import draft_memory
+
+    found = [draft_memory(draft.model, draft.name)] if draft else []
+    return found + ([draft_memory(None, PROMPT_LOOKUP)] if prompt_lookup else [])
+
+
+def _check_draft(target_tokenizer: Any | None, draft: Draft, config_only: bool) -> None:
+    from profiling.speculative.drafting import TokenizerMismatch, check_tokenizers
+
+    if target_tokenizer is not None and draft.tokenizer is not None:
+        check_tokenizers(target_tokenizer, draft.tokenizer, draft.name)
+    elif (target_tokenizer is None) != (draft.tokenizer is None) or not config_only:
+        raise TokenizerMismatch(
+            f"cannot check that draft {draft.name!r} shares the target's tokenizer: "
+            "the target or the draft has no tokenizer"
+        )
+
+
+def _vocab_size(model: Any) -> int:
+    return int(model.config.get_text_config(decoder=True).vocab_size)
+
+
+def _eos_ids(model: Any) -> list[int]:
+    eos = getattr(model.generation_config, "eos_token_id", None)
+    if eos is None:
+        return []
+    return [int(eos)] if isinstance(eos, int) else [int(e) for e in eos]
+
+
+def _units(
+    ks: list[int], batches: list[int], draft: Draft | None, lookup: bool, config_only: bool
+) -> int:
+    drafts = 0 if config_only else int(draft is not None) + int(lookup)
+    return len(batches) * (1 + drafts * len(ks))
+
+
+def _ticker(progress: Progress | None, total: int) -> Callable[[str], None]:
+    done = [0]
+
+    def tick(message: str) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(PHASE, min(1.0, done[0] / max(1, total)), message)
+
+    return tick
+
+
+class _Job:
+    """The loaded models and the prompt ids one experiment run works on."""
+
+    def __init__(
+        self,
+        target: Any,
+        draft: Draft | None,
+        prompt_ids: list[list[int]],
+        max_new_tokens: int,
+        clock: Clock,
+        warmup: int,
+        repeats: int,
+    ) -> None:
+        self.target, self.draft, self.prompt_ids = target, draft, prompt_ids
+        self.max_new_tokens, self.clock = max_new_tokens, clock
+        self.warmup, self.repeats = warmup, repeats
+        self.eos = _eos_ids(target)
+
+    def verify_cost(
+        self, ks: list[int], batch_size: int, tick: Callable[[str], None]
+    ) -> list[VerifyCostPoint]:
+        from profiling.speculative.sweep import batches_of, verify_cost_curve
+
+        batch = batches_of(self.prompt_ids, batch_size)[0]
+        draft_model = self.draft.model if self.draft else None
+        # Single passes are short: take more samples than a whole-set run needs.
+        repeats = max(5, 2 * self.repeats)
+        points = verify_cost_curve(
+            self.target, draft_model, batch, ks, clock=self.clock, repeats=repeats
+        )
+        tick(f"verify cost at batch {batch_size}")
+        return points
+
+    def drafters(self, lookup: bool) -> list[tuple[str, Callable[[int], Any]]]:
+        from profiling.speculative.drafting import ModelDrafter, PromptLookupDrafter
+
+        found: list[tuple[str, Callable[[int], Any]]] = []
+        if self.draft is not None:
+            model, name = self.draft.model, self.draft.name
+            found.append((name, lambda b: ModelDrafter(model, name, b)))
+        if lookup:
+            found.append((PROMPT_LOOKUP, lambda b: PromptLookupDrafter()))
+        return found
+
+    def sweeps(
+        self, ks: list[int], batch_sizes: list[int], lookup: bool, tick: Callable[[str], None]
+    ) -> list[SweepPoint]:
+        from profiling.speculative.sweep import SetDecoder, batches_of, paired_set_runs, sweep_point
+
+        points = []
+        for batch_size in batch_sizes:
+            batches = batches_of(self.prompt_ids, batch_size)
+            decoder = SetDecoder(self.target, batches, self.max_new_tokens, self.eos, self.clock)
+            for name, factory in self.drafters(lookup):
+                for k in ks:
+                    timed, baseline = paired_set_runs(
+                        decoder, factory, k, warmup=self.warmup, repeats=self.repeats
+                    )
+                    points.append(sweep_point(name, k, batch_size, timed, baseline))
+                    tick(f"{name}, K={k}, batch {batch_size}: {points[-1].speedup:.2f}x")
+        return points
+
+    def trace(self, name: str, k: int, prompt_index: int) -> Any:
+        from profiling.speculative.loop import speculative_generate
+
+        factory = dict(self.drafters(name == PROMPT_LOOKUP))[name]
+        run = speculative_generate(
+            self.target,
+            [self.prompt_ids[prompt_index]],
+            self.max_new_tokens,
+            drafter=factory(1),
+            k=k,
+            eos_token_ids=self.eos,
+            clock=self.clock,
+        )
+        return run.steps[0]
+
+
+def _add_trace(
+    result: SpeculativeResult,
+    job: _Job,
+    tokenizer: Any | None,
+    prompts: list[str],
+    trace_k: int | None,
+) -> None:
+    from profiling.speculative.sweep import trace_steps
+
+    if not result.sweeps:
+        return
+    name = result.sweeps[0].draft  # the draft model when there is one
+    k = trace_k or best_at(result.best_k, name, 1, result.sweeps[0].k)
+    result.trace = trace_steps(job.trace(name, k, TRACE_PROMPT), tokenizer)
+    result.trace_draft, result.trace_k, result.trace_prompt = name, k, prompts[TRACE_PROMPT]
+
+
+# -- wiring into the runner -------------------------------------------------------
+
+
+def load_draft(context: Any, name: str) -> Draft:
+    """Load draft `name` like the target (same device, dtype, roots and security checks)."""
+    from profiling.loading import load
+
+    config = context.config.replace(model=name, source="auto")
+    loaded = load(config, context.device, context.dtype)
+    return Draft(loaded.model, loaded.tokenizer, name)
+
+
+def run_for_context(
+    context: Any,
+    *,
+    draft_name: str | None = None,
+    ks: list[int] | None = None,
+    prompt_lookup: bool = True,
+) -> dict[str, Any]:
+    """The experiment as the registry calls it (`context`: an ExperimentContext).
+
+    The draft defaults to the target's known draft (`demo` -> `demo-draft`);
+    without one only prompt lookup runs. Sizes follow `make_plan` from the
+    config's quick flag and workload; `ks` overrides the K sweep.
+    """
+    loaded, config = context.loaded, context.config
+    name = draft_name or default_draft_name(loaded.info.name)
+    draft = load_draft(context, name) if name else None
+    plan = make_plan(config.quick, config.workload.concurrency, config.workload.output_tokens)
+    if ks:
+        plan.ks = list(ks)
+    result = run_plan(
+        loaded.model,
+        loaded.tokenizer,
+        draft,
+        plan,
+        prompt_lookup=prompt_lookup,
+        device=context.device,
+        progress=context.progress,
+        config_only=loaded.info.config_only,
+        clock=context.clock,
+        target_name=loaded.info.name,
+    )
+    return result.to_dict()

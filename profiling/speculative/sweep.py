@@ -1,0 +1,270 @@
+"""Timed runs of the loop over a prompt set, and what they add up to.
+
+A "set run" decodes every prompt once, in batches of `batch_size` (the last
+batch is filled by cycling the set, so every batch is full). One timed
+sample is one set run. Counts are the same in every run (greedy decoding is
+deterministic); phase costs and end-to-end time are sampled per run.
+
+Whatever is compared is timed interleaved, sample by sample (the target
+alone, then with speculation; one token, then K+1), and ratios are the median
+of the per-pair ratios: on a shared machine load drifts over minutes, and
+pairing cancels most of it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from profiling.results import Samples
+from profiling.speculative.drafting import Drafter
+from profiling.speculative.loop import LoopRun, StepRecord, speculative_generate
+from profiling.speculative.results import SweepPoint, TraceStep, VerifyCostPoint
+from profiling.speculative.stream import KVStream
+from profiling.timing import Clock
+
+DrafterFactory = Callable[[int], Drafter]  # batch size -> a fresh drafter
+# Token ids for models without a tokenizer: about four characters per token.
+CHARS_PER_TOKEN = 4
+
+
+def encode_prompts(tokenizer: Any | None, prompts: list[str], vocab_size: int) -> list[list[int]]:
+    """Token ids per prompt; seeded random ids of a similar length without a tokenizer."""
+    if tokenizer is not None:
+        return [list(tokenizer(p)["input_ids"]) for p in prompts]
+    generator = torch.Generator().manual_seed(0)
+    lengths = [max(4, len(p) // CHARS_PER_TOKEN) for p in prompts]
+    return [torch.randint(0, vocab_size, (n,), generator=generator).tolist() for n in lengths]
+
+
+def batches_of(prompts: list[list[int]], batch_size: int) -> list[list[list[int]]]:
+    """Every prompt once, in full batches; the last is filled from the start of the set."""
+    count = -(-len(prompts) // batch_size)
+    return [
+        [prompts[(b * batch_size + i) % len(prompts)] for i in range(batch_size)]
+        for b in range(count)
+    ]
+
+
+@dataclass
+class SetRun:
+    """One decode of the whole prompt set: a loop run per batch."""
+
+    runs: list[LoopRun]
+
+    @property
+    def outputs(self) -> list[list[int]]:
+        return [out for run in self.runs for out in run.outputs]
+
+    @property
+    def records(self) -> list[StepRecord]:
+        return [rec for run in self.runs for steps in run.steps for rec in steps]
+
+    def draft_seconds_per_token(self) -> float | None:
+        """Draft time per proposed token over the passes after the prefilling first."""
+        seconds = sum(sum(r.draft_seconds[1:]) for r in self.runs)
+        tokens = sum(sum(r.proposed_per_pass[1:]) for r in self.runs)
+        return seconds / tokens if tokens else None
+
+    def verify_seconds_per_pass(self) -> float | None:
+        passes = sum(len(r.verify_seconds) - 1 for r in self.runs)
+        seconds = sum(sum(r.verify_seconds[1:]) for r in self.runs)
+        return seconds / passes if passes else None
+
+
+@dataclass
+class Timed:
+    seconds: Samples
+    runs: list[SetRun]  # the timed runs (warm-up runs left out)
+
+
+@dataclass
+class SetDecoder:
+    """Decodes the whole prompt set once per call, with or without a drafter."""
+
+    target: torch.nn.Module
+    batches: list[list[list[int]]]
+    max_new_tokens: int
+    eos_token_ids: list[int]
+    clock: Clock
+
+    def run(self, factory: DrafterFactory | None, k: int) -> SetRun:
+        loops = [
+            speculative_generate(
+                self.target,
+                batch,
+                self.max_new_tokens,
+                drafter=factory(len(batch)) if factory else None,
+                k=k,
+                eos_token_ids=self.eos_token_ids,
+                clock=self.clock,
+            )
+            for batch in self.batches
+        ]
+        return SetRun(loops)
+
+
+def paired_set_runs(
+    decoder: SetDecoder, factory: DrafterFactory, k: int, *, warmup: int, repeats: int
+) -> tuple[Timed, Timed]:
+    """(speculative, baseline) timings, interleaved sample by sample.
+
+    Each repeat times the target alone, then the speculative loop, so load
+    from other processes that drifts over minutes hits both alike and their
+    ratio stays honest on a shared machine.
+    """
+    for _ in range(warmup):
+        decoder.run(None, 0)
+        decoder.run(factory, k)
+    spec: list[SetRun] = []
+    base: list[SetRun] = []
+    base_s, spec_s = [], []
+    for _ in range(repeats):
+        base_s.append(decoder.clock.time(lambda: base.append(decoder.run(None, 0))))
+        spec_s.append(decoder.clock.time(lambda: spec.append(decoder.run(factory, k))))
+    return Timed(Samples(spec_s), spec), Timed(Samples(base_s), base)
+
+
+def sweep_point(draft: str, k: int, batch_size: int, timed: Timed, baseline: Timed) -> SweepPoint:
+    """Counts from the loop's records, costs from the timed samples."""
+    run = timed.runs[-1]
+    records = run.records
+    proposed = sum(len(r.proposed) for r in records)
+    accepted = sum(r.accepted for r in records)
+    generated = sum(len(out) for out in run.outputs)
+    base_generated = sum(len(out) for out in baseline.runs[-1].outputs)
+    return SweepPoint(
+        draft=draft,
+        k=k,
+        batch_size=batch_size,
+        prompts=len(run.outputs),
+        generated_tokens=generated,
+        proposed_tokens=proposed,
+        accepted_tokens=accepted,
+        corrections=sum(r.correction for r in records),
+        bonus_tokens=sum(r.bonus for r in records),
+        target_passes=sum(r.target_passes for r in run.runs),
+        sequence_passes=len(records),
+        acceptance_rate=accepted / proposed if proposed else 0.0,
+        mean_accepted_length=1 + accepted / len(records),
+        acceptance_by_position=[
+            sum(r.accepted > i for r in records) / len(records) for i in range(k)
+        ],
+        seconds=timed.seconds,
+        baseline_seconds=baseline.seconds,
+        tokens_per_second=generated / timed.seconds.median,
+        baseline_tokens_per_second=base_generated / baseline.seconds.median,
+        speedup=median_ratio(baseline.seconds, timed.seconds),
+        draft_seconds_per_token=_samples(r.draft_seconds_per_token() for r in timed.runs),
+        verify_seconds_per_pass=_samples(r.verify_seconds_per_pass() for r in timed.runs),
+        matches_baseline=run.outputs == baseline.runs[-1].outputs,
+    )
+
+
+def _samples(values: Any) -> Samples | None:
+    kept = [v for v in values if v is not None]
+    return Samples(kept) if kept else None
+
+
+def trace_steps(records: list[StepRecord], tokenizer: Any | None) -> list[TraceStep]:
+    """The sample prompt's passes, with each token decoded on its own."""
+
+    def text(token: int | None) -> str:
+        if tokenizer is None or token is None:
+            return ""
+        return tokenizer.decode([token])
+
+    return [
+        TraceStep(
+            proposed=list(r.proposed),
+            proposed_text=[text(t) for t in r.proposed],
+            accepted_count=r.accepted,
+            target_token=r.target_token,
+            target_text=text(r.target_token),
+            bonus=r.bonus,
+            first_rejected=r.proposed[r.accepted] if r.accepted < len(r.proposed) else None,
+        )
+        for r in records
+    ]
+
+
+@torch.inference_mode()
+def verify_cost_curve(
+    target: torch.nn.Module,
+    draft: torch.nn.Module | None,
+    batch: list[list[int]],
+    ks: list[int],
+    *,
+    clock: Clock,
+    repeats: int,
+) -> list[VerifyCostPoint]:
+    """One target pass over K+1 tokens vs one over a single token, after the batch's prompts.
+
+    Each sample feeds the tokens and rolls them back, so every sample sees
+    the same context; for each K the passes are timed in turn, repeat by
+    repeat, so load drifting over time hits all of them alike. With a draft
+    model its one-token step is timed too: drafting K tokens costs K of them.
+    """
+    stream = _prefilled(target, batch)
+    draft_stream = _prefilled(draft, batch) if draft is not None else None
+    points = []
+    for k in ks:
+        passes = [_pass(stream, batch, 1), _pass(stream, batch, k + 1)]
+        if draft_stream is not None:
+            passes.append(_pass(draft_stream, batch, 1))
+        one, verify, *drafted = interleaved(clock, passes, repeats)
+        ratio = median_ratio(verify, one)
+        with_draft = None
+        if drafted:
+            with_draft = (k + 1) / (ratio + k * median_ratio(drafted[0], one))
+        points.append(
+            VerifyCostPoint(
+                k=k,
+                batch_size=len(batch),
+                context_tokens=max(len(p) for p in batch),
+                one_token_seconds=one,
+                verify_seconds=verify,
+                cost_ratio=ratio,
+                speedup_bound=(k + 1) / ratio,
+                draft_token_seconds=drafted[0] if drafted else None,
+                speedup_bound_with_draft=with_draft,
+            )
+        )
+    return points
+
+
+def interleaved(clock: Clock, fns: list[Callable[[], Any]], repeats: int) -> list[Samples]:
+    """Warm each function up once, then time them in turn `repeats` times."""
+    for fn in fns:
+        fn()
+    seconds: list[list[float]] = [[] for _ in fns]
+    for _ in range(repeats):
+        for kept, fn in zip(seconds, fns, strict=True):
+            kept.append(clock.time(fn))
+    return [Samples(s) for s in seconds]
+
+
+def median_ratio(numerator: Samples, denominator: Samples) -> float:
+    """Median of the sample-by-sample ratios of two interleaved measurements."""
+    pairs = zip(numerator.samples, denominator.samples, strict=True)
+    return Samples([a / b for a, b in pairs]).median
+
+
+def _prefilled(model: torch.nn.Module, batch: list[list[int]]) -> KVStream:
+    stream = KVStream(model, len(batch), model.device)
+    stream.feed(batch)
+    return stream
+
+
+def _pass(stream: KVStream, batch: list[list[int]], width: int) -> Callable[[], None]:
+    """One pass over `width` new tokens per row, rolled back so the context stays put."""
+    chunks = [(p * width)[-width:] for p in batch]  # real token ids; their values do not matter
+
+    def one_pass() -> None:
+        stream.feed(chunks, logits_to_keep=width)
+        stream.drop([width] * len(chunks))
+
+    return one_pass
