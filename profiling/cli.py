@@ -76,6 +76,14 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpus", type=int, default=1, help="how many of them")
     p.add_argument("--stated-bottleneck", choices=BOTTLENECKS, default="unsure")
     p.add_argument("--experiments", default="", metavar="A,B", help="optional experiments")
+    p.add_argument("--draft", metavar="MODEL", help="speculative: draft model (demo name, dir, id)")
+    p.add_argument("--spec-k", default="", metavar="1,2,4", help="speculative: draft lengths")
+    p.add_argument(
+        "--no-prompt-lookup",
+        dest="prompt_lookup",
+        action="store_false",
+        help="speculative: skip n-gram prompt-lookup drafting",
+    )
     p.add_argument(
         "--allow-root",
         action="append",
@@ -112,9 +120,19 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         stated_bottleneck=args.stated_bottleneck,
         experiments=[e.strip() for e in args.experiments.split(",") if e.strip()],
         allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots],
+        draft=args.draft,
+        spec_ks=_int_list("--spec-k", args.spec_k),
+        prompt_lookup=args.prompt_lookup,
     )
     config.validate()
     return config
+
+
+def _int_list(flag: str, text: str) -> list[int]:
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise ConfigError(f"{flag} takes whole numbers separated by commas, e.g. 1,2,4") from None
 
 
 def _quiet_libraries() -> None:

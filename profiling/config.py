@@ -115,6 +115,12 @@ class ProfileConfig:
     # passes its configured roots.
     allowed_roots: list[str] = field(default_factory=list)
     seed: int = 0
+    # Speculative decoding: the draft model (None: the family's default, e.g.
+    # demo-draft for demo, else prompt lookup only), the draft lengths to
+    # sweep (empty: the experiment's plan), and n-gram prompt lookup on/off.
+    draft: str | None = None
+    spec_ks: list[int] = field(default_factory=list)
+    prompt_lookup: bool = True
 
     def validate(self) -> None:
         if not self.model or len(self.model) > 1024:
@@ -125,6 +131,10 @@ class ProfileConfig:
         _check_choice("stated_bottleneck", self.stated_bottleneck, BOTTLENECKS)
         for name in self.experiments:
             _check_choice("experiment", name, EXPERIMENT_NAMES)
+        if self.draft is not None and not (0 < len(self.draft) <= 1024):
+            raise ConfigError("draft must be a Hub id, a local directory or a demo name")
+        if any(not isinstance(k, int) or not 1 <= k <= 16 for k in self.spec_ks):
+            raise ConfigError("draft lengths (K) must be whole numbers from 1 to 16")
         self.workload.validate()
         self.hardware.validate()
 

@@ -200,8 +200,17 @@ class Profile:
     schema_version: int = SCHEMA_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return serde.to_dict(self)
+        """The JSON tree; each experiment's result sits at the top level under its name
+        (`speculative.sweeps`, `quantization.variants`), beside `memory` and `decode`."""
+        out = serde.to_dict(self)
+        experiments = out.pop("experiments")
+        out["experiments_run"] = sorted(experiments)
+        out.update(experiments)
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
-        return serde.from_dict(cls, data)
+        profile = serde.from_dict(cls, data)
+        names = data.get("experiments_run", data.get("experiments", {}))
+        profile.experiments = {name: data[name] for name in names if name in data}
+        return profile

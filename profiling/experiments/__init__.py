@@ -40,8 +40,20 @@ class ExperimentContext:
 
 Experiment = Callable[[ExperimentContext], dict[str, Any]]
 
-# Later work registers "quantization", "speculative", "caching", "parallel".
-REGISTRY: dict[str, Experiment] = {}
+def _speculative(context: ExperimentContext) -> dict[str, Any]:
+    from profiling.experiments import speculative
+
+    config = context.config
+    return speculative.run_for_context(
+        context,
+        draft_name=config.draft,
+        ks=config.spec_ks or None,
+        prompt_lookup=config.prompt_lookup,
+    )
+
+
+# Later work registers "quantization", "caching", "parallel".
+REGISTRY: dict[str, Experiment] = {"speculative": _speculative}
 
 
 def get_experiment(name: str) -> Experiment:
