@@ -51,12 +51,7 @@ class ConfigError(ValueError):
 
 def is_repo_id(text: str) -> bool:
     """Whether `text` is a syntactically valid Hugging Face repo id."""
-    return (
-        len(text) <= 96
-        and bool(_REPO_ID.match(text))
-        and "--" not in text
-        and ".." not in text
-    )
+    return len(text) <= 96 and bool(_REPO_ID.match(text)) and "--" not in text and ".." not in text
 
 
 @dataclass

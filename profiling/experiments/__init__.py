@@ -40,6 +40,7 @@ class ExperimentContext:
 
 Experiment = Callable[[ExperimentContext], dict[str, Any]]
 
+
 def _speculative(context: ExperimentContext) -> dict[str, Any]:
     from profiling.experiments import speculative
 
