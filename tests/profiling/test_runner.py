@@ -95,8 +95,8 @@ def test_progress_covers_the_whole_run_in_order(model_dir: Path) -> None:
 
 
 def test_an_unregistered_experiment_is_refused_before_loading() -> None:
-    config = quick_config("/nonexistent", experiments=["speculative"])
-    with pytest.raises(ConfigError, match="experiment speculative is not available"):
+    config = quick_config("/nonexistent", experiments=["quantization"])
+    with pytest.raises(ConfigError, match="experiment quantization is not available"):
         run_profile(config)
 
 

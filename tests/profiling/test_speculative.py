@@ -232,7 +232,15 @@ def test_batched_loop_equals_per_row_greedy_on_the_demo_models(demo) -> None:
 @needs_demo
 def test_demo_draft_agrees_with_the_demo_on_most_next_tokens(demo) -> None:
     # At K=1 the acceptance rate is the share of next tokens the draft gets right.
-    run = run_loop(demo["demo"], demo["prompts"], ModelDrafter(demo["demo-draft"], "d", 3), 1)
+    # Prompts from the demo's own held-out text: on it the family is meant to agree
+    # (the shipped prompt set is off its grammar, and the target soon ends those).
+    from profiling import demo_corpus
+
+    tok = demo["demo:tok"]
+    paragraphs = demo_corpus.documents(demo_corpus.held_out_text())[:4]
+    prompts = [tok(text[:160])["input_ids"] for text in paragraphs]
+    drafter = ModelDrafter(demo["demo-draft"], "d", len(prompts))
+    run = run_loop(demo["demo"], prompts, drafter, 1, new_tokens=48)
     records = [r for steps in run.steps for r in steps]
     assert sum(r.accepted for r in records) / sum(len(r.proposed) for r in records) > 0.45
 
