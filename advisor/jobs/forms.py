@@ -20,6 +20,9 @@ from profiling import hardware
 from profiling.config import DTYPES, LIMITS, ConfigError, Hardware, Workload, is_repo_id
 
 DEMO_NAMES = ("demo", "demo-draft")
+DEFAULT_SPEC_KS = "1,2,4"
+MAX_SPEC_K = 16
+MAX_SPEC_KS = 8
 # Same bound as `Workload.validate`: an hour per token is already absurd.
 MAX_TARGET_MS = 3_600_000.0
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -121,6 +124,28 @@ def check_model_name(source: str, name: str) -> str:
     return check_local_dir(name) if name.startswith("/") else check_hub_id(name)
 
 
+def check_draft_name(name: str) -> str:
+    """A draft is a demo name, an allowed local directory, or a Hub id; blank is the default."""
+    if not name or name in DEMO_NAMES:
+        return name
+    return check_local_dir(name) if name.startswith("/") else check_hub_id(name)
+
+
+def check_spec_ks(text: str) -> str:
+    """Draft lengths as stored ("1,2,4"): whole numbers 1..16, at most 8; blank → the default."""
+    parts = [part.strip() for part in text.split(",")] if text.strip() else []
+    if not parts:
+        return DEFAULT_SPEC_KS
+    if not all(part.isdigit() for part in parts):
+        raise forms.ValidationError("K values are whole numbers separated by commas, e.g. 1,2,4.")
+    ks = sorted({int(part) for part in parts})
+    if ks[0] < 1 or ks[-1] > MAX_SPEC_K:
+        raise forms.ValidationError(f"Each K must be from 1 to {MAX_SPEC_K}.")
+    if len(ks) > MAX_SPEC_KS:
+        raise forms.ValidationError(f"At most {MAX_SPEC_KS} K values.")
+    return ",".join(str(k) for k in ks)
+
+
 class JobForm(forms.ModelForm):
     model_name = forms.CharField(
         label="Model",
@@ -140,6 +165,18 @@ class JobForm(forms.ModelForm):
     )
     ttft_ms = _ms_field("Time-to-first-token target")
     tpot_ms = _ms_field("Time-per-output-token target")
+    draft_model = forms.CharField(
+        label="Draft model",
+        max_length=512,
+        required=False,
+        help_text="Blank: the family's default (demo-draft for demo) · a Hub id · /an/absolute/dir",
+    )
+    spec_ks = forms.CharField(
+        label="Draft lengths (K)",
+        max_length=64,
+        required=False,
+        help_text=f"Comma-separated, 1 to {MAX_SPEC_K}, at most {MAX_SPEC_KS} values.",
+    )
     run_on = forms.ChoiceField(
         label="Run on",
         required=False,
@@ -155,14 +192,23 @@ class JobForm(forms.ModelForm):
             "gpu_kind", "gpu_count",
             "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
             "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
+            "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
         ]  # fmt: skip
         widgets = {
             "model_source": forms.RadioSelect,
             "stated_bottleneck": forms.RadioSelect,
             "notes": forms.Textarea(attrs={"rows": 3}),
         }
-        labels = {"quick": "Quick mode", "stated_bottleneck": "The bottleneck you believe you have"}
-        help_texts = {"notes": "Anything a teammate should know (up to 4,000 characters)."}
+        labels = {
+            "quick": "Quick mode",
+            "stated_bottleneck": "The bottleneck you believe you have",
+            "run_speculative": "Measure speculative decoding",
+            "prompt_lookup": "Also try prompt lookup (n-gram drafts, no model)",
+        }
+        help_texts = {
+            "notes": "Anything a teammate should know (up to 4,000 characters).",
+            "run_speculative": "Acceptance and speedup per draft length K, with a token trace.",
+        }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # A fresh row as the instance makes the model's defaults the initial
@@ -234,6 +280,12 @@ class JobForm(forms.ModelForm):
             self._check_with_library(data)
             self._clean_run_on(data)
         return data
+
+    def clean_draft_model(self) -> str:
+        return check_draft_name(self.cleaned_data.get("draft_model", "").strip())
+
+    def clean_spec_ks(self) -> str:
+        return check_spec_ks(self.cleaned_data.get("spec_ks", ""))
 
     def _clean_model(self, data: dict[str, Any]) -> None:
         source, name = data.get("model_source"), data.get("model_name")

@@ -146,6 +146,12 @@ class Job(models.Model):
         max_length=16, choices=Bottleneck.choices, default=Bottleneck.UNSURE
     )
     notes = models.TextField(blank=True, max_length=4000)
+    # Speculative decoding (an optional experiment). A blank draft is the
+    # family's default (demo-draft for demo); K values are stored "1,2,4".
+    run_speculative = models.BooleanField(default=False)
+    draft_model = models.CharField(max_length=512, blank=True)
+    spec_ks = models.CharField(max_length=64, default="1,2,4")
+    prompt_lookup = models.BooleanField(default=True)
 
     # Life of the job.
     state = models.CharField(
@@ -177,6 +183,11 @@ class Job(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
+
+    @property
+    def spec_k_list(self) -> list[int]:
+        """The stored K values as numbers ("1,2,4" → [1, 2, 4]); the form validated them."""
+        return [int(k) for k in self.spec_ks.split(",") if k.strip()]
 
 
 class WorkerQuerySet(models.QuerySet):

@@ -29,6 +29,10 @@ def config_for(job: Job) -> ProfileConfig:
         hardware=Hardware(gpu_kind=job.gpu_kind or None, gpu_count=job.gpu_count),
         stated_bottleneck=job.stated_bottleneck,
         allowed_roots=[str(root) for root in settings.ADVISOR_MODEL_ROOTS],
+        experiments=["speculative"] if job.run_speculative else [],
+        draft=job.draft_model or None,
+        spec_ks=job.spec_k_list,
+        prompt_lookup=job.prompt_lookup,
     )
     config.validate()
     return config

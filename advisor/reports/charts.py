@@ -164,9 +164,64 @@ def decode_chart(points: list[DecodePoint]) -> Figure:
     return {"data": data, "layout": layout}
 
 
+# Speculative decoding ---------------------------------------------------------------
+
+
+def speculative_chart(speculative: dict[str, Any]) -> Figure:
+    """Acceptance rate (left axis, solid) and speedup (right axis, dashed) vs draft length K.
+
+    One colour per draft × batch size; the dotted line at 1× is "no faster than plain decode".
+    """
+    series: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
+    for sweep in speculative.get("sweeps") or []:
+        series[(str(sweep.get("draft")), int(sweep.get("batch_size") or 0))].append(sweep)
+    data = []
+    for i, ((draft, batch), sweeps) in enumerate(sorted(series.items())):
+        sweeps.sort(key=lambda s: s.get("k") or 0)
+        colour, name = PALETTE[i % len(PALETTE)], f"{draft}, batch {batch}"
+        ks = [s.get("k") for s in sweeps]
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{name}: acceptance",
+            "x": ks, "y": [s.get("acceptance_rate") for s in sweeps], "yaxis": "y",
+            "line": {"color": colour}, "legendgroup": name,
+            "hovertemplate": f"{name}, K=%{{x}}: %{{y:.0%}} accepted<extra></extra>",
+        })  # fmt: skip
+        data.append({
+            "type": "scatter", "mode": "lines+markers", "name": f"{name}: speedup",
+            "x": ks, "y": [s.get("speedup") for s in sweeps], "yaxis": "y2",
+            "line": {"color": colour, "dash": "dash"}, "marker": {"symbol": "diamond"},
+            "legendgroup": name,
+            "hovertemplate": f"{name}, K=%{{x}}: %{{y:.2f}}×<extra></extra>",
+        })  # fmt: skip
+    all_ks = sorted({s.get("k") for group in series.values() for s in group if s.get("k")})
+    layout = _layout(
+        "Speculative decoding: acceptance and speedup vs K",
+        "draft length K (tokens proposed per step)",
+        "acceptance rate (solid)",
+        height=420,
+    )
+    layout["xaxis"].update({"tickvals": all_ks})
+    layout["yaxis"].update({"range": [0, 1.05], "tickformat": ".0%"})
+    layout["yaxis2"] = {
+        "title": {"text": "speedup × (dashed)"},
+        "overlaying": "y",
+        "side": "right",
+        "rangemode": "tozero",
+    }
+    layout["margin"] = {**layout["margin"], "r": 64}
+    layout["shapes"] = [{
+        "type": "line", "xref": "paper", "x0": 0, "x1": 1, "yref": "y2", "y0": 1, "y1": 1,
+        "line": {"color": "#333", "width": 1, "dash": "dot"},
+    }]  # fmt: skip
+    return {"data": data, "layout": layout}
+
+
 def all_charts(profile: Profile) -> dict[str, Figure]:
-    return {
+    figures = {
         "memory": memory_chart(profile),
         "prefill": prefill_chart(profile.prefill),
         "decode": decode_chart(profile.decode),
     }
+    if isinstance(profile.experiments.get("speculative"), dict):
+        figures["speculative"] = speculative_chart(profile.experiments["speculative"])
+    return figures

@@ -41,6 +41,29 @@ def real_demo_profile(config: pytest.Config) -> dict[str, Any]:
     return copy.deepcopy(config.stash[DEMO_PROFILE])
 
 
+SPEC_PROFILE = pytest.StashKey[dict[str, Any]]()
+
+
+def real_spec_profile(config: pytest.Config) -> dict[str, Any]:
+    """`Profile.to_dict()` of a real speculative run of `demo` (K 1 and 2), once per session."""
+    if SPEC_PROFILE not in config.stash:
+        from profiling.config import ProfileConfig
+        from profiling.runner import run_profile
+
+        profile = run_profile(
+            ProfileConfig(
+                "demo", quick=True, device="cpu", experiments=["speculative"], spec_ks=[1, 2]
+            )
+        )
+        config.stash[SPEC_PROFILE] = profile.to_dict()
+    return copy.deepcopy(config.stash[SPEC_PROFILE])
+
+
+@pytest.fixture
+def spec_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
+    return real_spec_profile(request.config)
+
+
 @pytest.fixture
 def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
     return real_demo_profile(request.config)
@@ -130,6 +153,22 @@ def test_every_figure_is_plain_json(profile):
     figures = charts.all_charts(profile)
     assert set(figures) == {"memory", "prefill", "decode"}
     assert json.loads(json.dumps(figures)) == figures
+
+
+def test_the_speculative_chart_has_acceptance_and_speedup_per_draft_and_batch(spec_result):
+    speculative = spec_result["speculative"]
+    figure = charts.all_charts(Profile.from_dict(spec_result))["speculative"]
+    assert json.loads(json.dumps(figure)) == figure
+    lines = traces(figure)
+    for sweep in speculative["sweeps"]:
+        name = f"{sweep['draft']}, batch {sweep['batch_size']}"
+        acceptance, speedup = lines[f"{name}: acceptance"], lines[f"{name}: speedup"]
+        assert acceptance["yaxis"] == "y" and speedup["yaxis"] == "y2"
+        at = acceptance["x"].index(sweep["k"])
+        assert acceptance["y"][at] == sweep["acceptance_rate"]
+        assert speedup["y"][at] == sweep["speedup"]
+        assert acceptance["x"] == sorted(acceptance["x"]) == [1, 2]
+    assert figure["layout"]["yaxis2"]["overlaying"] == "y"
 
 
 # Unit filters ---------------------------------------------------------------------

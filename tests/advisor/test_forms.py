@@ -240,3 +240,80 @@ def test_a_stale_worker_does_not_count_as_live(cpu_worker, settings):
         last_seen=timezone.now() - timedelta(seconds=settings.ADVISOR_WORKER_STALE_S + 5)
     )
     assert JobForm().no_workers
+
+
+# Speculative decoding -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ("0", "from 1 to 16"),
+        ("17", "from 1 to 16"),
+        ("a,b", "whole numbers"),
+        ("1,,2", "whole numbers"),
+        ("-1", "whole numbers"),
+        ("1,2,3,4,5,6,7,8,9", "At most 8"),
+    ],
+)
+def test_bad_k_values_get_an_error_on_their_field(cpu_worker, value, words):
+    errors = errors_of(run_speculative="on", spec_ks=value)
+    assert list(errors) == ["spec_ks"]
+    assert words in errors["spec_ks"][0]
+
+
+def test_empty_k_values_with_speculative_on_take_the_default(cpu_worker):
+    form = JobForm(form_data(run_speculative="on", spec_ks=" "))
+    assert form.is_valid(), form.errors
+    assert form.save(commit=False).spec_ks == "1,2,4"
+
+
+def test_k_values_are_stored_sorted_without_repeats(cpu_worker):
+    form = JobForm(form_data(run_speculative="on", spec_ks="8, 2,2,1"))
+    assert form.is_valid(), form.errors
+    assert form.save(commit=False).spec_ks == "1,2,8"
+
+
+@pytest.mark.parametrize("name", ["", "demo-draft", "Qwen/Qwen2.5-0.5B"])
+def test_a_draft_may_be_blank_a_demo_name_or_a_hub_id(cpu_worker, name):
+    form = JobForm(form_data(run_speculative="on", draft_model=name))
+    assert form.is_valid(), form.errors
+    assert form.save(commit=False).draft_model == name
+
+
+def test_a_draft_directory_must_lie_under_an_allowed_root(cpu_worker, model_root, tmp_path):
+    assert "only be loaded from under" in errors_of(draft_model=str(tmp_path))["draft_model"][0]
+    form = JobForm(form_data(draft_model=str(model_root / "tiny")))
+    assert form.is_valid(), form.errors
+    assert form.save(commit=False).draft_model == str((model_root / "tiny").resolve())
+
+
+def test_a_draft_that_is_not_a_hub_id_is_an_error_on_its_field(cpu_worker):
+    assert "Not a Hugging Face Hub id" in errors_of(draft_model="bad id!")["draft_model"][0]
+
+
+def test_the_form_page_has_a_speculative_fieldset(cpu_worker):
+    html = JobForm().as_div()  # the fields exist; the page layout is tested in test_views
+    for name in ("run_speculative", "draft_model", "spec_ks", "prompt_lookup"):
+        assert f'name="{name}"' in html
+    form = JobForm()
+    assert form["spec_ks"].value() == "1,2,4" and form["prompt_lookup"].value() is True
+
+
+def test_config_for_maps_the_speculative_fields(cpu_worker):
+    from advisor.jobs.spec import config_for
+
+    form = JobForm(
+        form_data(run_speculative="on", draft_model="demo-draft", spec_ks="4,1", prompt_lookup="")
+    )
+    assert form.is_valid(), form.errors
+    config = config_for(form.save(commit=False))
+    assert config.experiments == ["speculative"]
+    assert (config.draft, config.spec_ks, config.prompt_lookup) == ("demo-draft", [1, 4], False)
+
+
+def test_config_for_without_speculative_runs_no_experiment(cpu_worker):
+    from advisor.jobs.spec import config_for
+
+    config = config_for(Job(model_name="demo"))
+    assert config.experiments == [] and config.draft is None

@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from advisor.celery import app
 from advisor.jobs.models import Job, Worker
 from advisor.jobs.ownership import SESSION_KEY
-from tests.advisor.test_charts import real_demo_profile
+from tests.advisor.test_charts import real_demo_profile, real_spec_profile
 
 pytestmark = pytest.mark.django_db
 
@@ -260,6 +261,65 @@ def test_a_config_only_result_carries_the_banner(browser, demo_result):
     html = report_html(browser, demo_result)
     assert "Config only — random weights:" in html
     assert "valid for memory and time, not quality" in html
+
+
+@pytest.fixture
+def spec_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
+    return real_spec_profile(request.config)
+
+
+def test_the_form_page_has_the_speculative_fieldset(browser, cpu_worker):
+    html = browser.get("/").content.decode()
+    assert "<legend>Speculative decoding</legend>" in html
+    assert 'id="field-spec_ks"' in html and 'id="field-draft_model"' in html
+
+
+def test_a_bad_k_is_shown_next_to_its_field(browser, cpu_worker):
+    html = post_form(browser, run_speculative="on", spec_ks="17").content.decode()
+    field = html.split('id="field-spec_ks"')[1].split("</div>")[0]
+    assert "from 1 to 16" in field
+
+
+def test_a_report_without_speculative_has_no_such_section(browser, demo_result):
+    html = report_html(browser, demo_result)
+    assert 'id="speculative"' not in html and "chart-speculative" not in html
+
+
+def test_a_speculative_result_shows_the_finding_chart_table_and_trace(browser, spec_result):
+    speculative = spec_result["speculative"]
+    html = report_html(browser, spec_result)
+    assert 'id="speculative"' in html
+    assert '<script id="chart-speculative" type="application/json">' in html
+    assert escape(speculative["finding"]) in html
+    assert html.count('class="best"') == len(speculative["best_k"])
+    for draft in speculative["draft_memory"]:
+        assert f"<td>{draft['name']}</td>" in html
+    trace = html.split('id="spec-trace"')[1].split("</ol>")[0]
+    assert trace.count('<li class="step">') == len(speculative["trace"])
+    rejected = [s for s in speculative["trace"] if s["accepted_count"] < len(s["proposed"])]
+    assert rejected, "a real demo-draft trace has rejections"
+    assert trace.count('<del class="tok rej">') == len(rejected)
+    assert trace.count('<span class="tok acc">') == sum(
+        s["accepted_count"] for s in speculative["trace"]
+    )
+    assert ('id="spec-random-banner"' in html) is (not speculative["acceptance_meaningful"])
+
+
+def test_token_text_in_the_trace_is_escaped(browser, spec_result):
+    step = spec_result["speculative"]["trace"][0]
+    step["proposed_text"][0] = "<script>alert(1)</script>"
+    step["target_text"] = "<b>x</b>"
+    html = report_html(browser, spec_result)
+    assert "<script>alert(1)</script>" not in html and "<b>x</b>" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html
+
+
+def test_random_weights_show_the_verify_cost_banner(browser, spec_result):
+    spec_result["speculative"]["acceptance_meaningful"] = False
+    html = report_html(browser, spec_result)
+    assert 'id="spec-random-banner"' in html
+    assert "only the verify-cost curve" in html
 
 
 def test_an_unreadable_result_is_a_message_not_a_500(browser):
