@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from profiling import hardware
 from profiling.config import Workload
 from profiling.experiments import baseline
 from profiling.loading import Source, model_info
 from profiling.memory import weights_bytes
+from tests.profiling.tiny import tiny_llama_config
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -40,16 +41,7 @@ class FakeClock:
 @pytest.fixture(scope="module")
 def subject() -> baseline.Subject:
     torch.manual_seed(0)
-    config = LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=256,
-    )
-    model = LlamaForCausalLM(config).eval()
+    model = LlamaForCausalLM(tiny_llama_config(max_positions=256)).eval()
     info = model_info(model, Source("local", "tiny"), config_only=False, revision=None)
     return baseline.Subject(
         model,

@@ -13,6 +13,7 @@ import pytest
 from profiling import cli
 from profiling.errors import OutOfMemory
 from profiling.results import Profile
+from tests.profiling.tiny import save_tiny_llama_dir
 
 REPO = Path(__file__).resolve().parents[2]
 # One thread (the box has two shared cores) and no Hub access, ever.
@@ -33,20 +34,7 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    path = tmp_path_factory.mktemp("cli") / "tiny"
-    config = LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=512,
-    )
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
+    return save_tiny_llama_dir(tmp_path_factory.mktemp("cli") / "tiny", max_positions=512)
 
 
 def test_profile_prints_a_summary_and_writes_the_profile_json(

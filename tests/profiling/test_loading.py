@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
+from transformers import LlamaForCausalLM
 
 from profiling import loading
 from profiling.config import ProfileConfig, is_repo_id
@@ -19,21 +19,12 @@ from profiling.errors import (
     PathNotAllowed,
     RemoteCodeError,
 )
-
-TINY = dict(
-    hidden_size=32,
-    intermediate_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    vocab_size=128,
-    max_position_embeddings=64,
-)
+from tests.profiling.tiny import tiny_llama_config
 
 
 def save_tiny_llama(path: Path, tokenizer: bool = False) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    LlamaForCausalLM(LlamaConfig(**TINY)).save_pretrained(path)
+    LlamaForCausalLM(tiny_llama_config(max_positions=64)).save_pretrained(path)
     if tokenizer:
         save_word_tokenizer(path)
     return path
@@ -107,7 +98,7 @@ def test_it_refuses_dotdot_escapes_from_a_root(model_dir: Path) -> None:
 
 
 def test_it_refuses_a_directory_with_only_pickle_weights(tmp_path: Path) -> None:
-    LlamaConfig(**TINY).save_pretrained(tmp_path)
+    tiny_llama_config(max_positions=64).save_pretrained(tmp_path)
     (tmp_path / "pytorch_model.bin").write_bytes(b"not loaded, ever")
     with pytest.raises(ModelSourceError, match="pickle .bin files are never loaded"):
         loading.resolve(config_for(str(tmp_path)))

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import LlamaConfig, LlamaForCausalLM
 
 from profiling.config import ConfigError, Hardware, ProfileConfig, Workload
 from profiling.errors import ModelSourceError, OutOfMemory
 from profiling.results import Profile
 from profiling.runner import run_profile
+from tests.profiling.tiny import save_tiny_llama_dir
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -25,18 +25,7 @@ def one_thread():
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("runner") / "tiny"
-    config = LlamaConfig(
-        hidden_size=32,
-        intermediate_size=64,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        vocab_size=128,
-        max_position_embeddings=1024,
-    )
-    LlamaForCausalLM(config).save_pretrained(path)
-    return path
+    return save_tiny_llama_dir(tmp_path_factory.mktemp("runner") / "tiny", max_positions=1024)
 
 
 def quick_config(model: str, **kw: object) -> ProfileConfig:
