@@ -16,13 +16,7 @@ from profiling.loading import Source, model_info
 from profiling.memory import weights_bytes
 from tests.profiling.tiny import tiny_llama_config
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 class FakeClock:

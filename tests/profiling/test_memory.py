@@ -17,14 +17,7 @@ from profiling.memory import (
     weights_bytes,
 )
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    # Two cores shared with other processes: one thread is faster and steadier.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny_llama(**overrides: object) -> LlamaForCausalLM:

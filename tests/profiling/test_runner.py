@@ -6,7 +6,6 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
 
 from profiling.config import ConfigError, Hardware, ProfileConfig, Workload
 from profiling.errors import ModelSourceError, OutOfMemory
@@ -14,13 +13,7 @@ from profiling.results import Profile
 from profiling.runner import run_profile
 from tests.profiling.tiny import save_tiny_llama_dir
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")
