@@ -9,20 +9,12 @@ import pytest
 from advisor.jobs import dispatch
 from advisor.jobs.forms import WAIT_FOR_TARGET, JobForm
 from advisor.jobs.models import Job, Worker
+from tests.advisor.formdata import demo_form
 
 pytestmark = pytest.mark.django_db
 
 
-def form_data(**changes: str) -> dict[str, str]:
-    data = {
-        "model_source": "demo", "model_name": "demo", "dtype": "auto", "quick": "on",
-        "gpu_kind": "", "gpu_count": "1",
-        "prompt_tokens": "512", "output_tokens": "128", "concurrency": "8",
-        "shared_prefix_tokens": "0", "ttft_ms": "", "tpot_ms": "",
-        "stated_bottleneck": "unsure", "notes": "", "run_on": "",
-    }  # fmt: skip
-    data.update(changes)
-    return data
+form_data = demo_form
 
 
 @pytest.fixture

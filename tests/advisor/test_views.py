@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -15,23 +14,14 @@ from django.utils.html import escape
 from advisor.celery import app
 from advisor.jobs.models import Job, Worker
 from advisor.jobs.ownership import SESSION_KEY
+from tests.advisor.formdata import CSRF_INPUT, demo_form
 from tests.advisor.test_charts import real_demo_profile, real_spec_profile
 
 pytestmark = pytest.mark.django_db
 
-CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-
 
 def form_data(**changes: str) -> dict[str, str]:
-    data = {
-        "model_source": "demo", "model_name": "demo", "dtype": "auto", "quick": "on",
-        "gpu_kind": "", "gpu_count": "1", "run_on": "",
-        "prompt_tokens": "512", "output_tokens": "128", "concurrency": "8",
-        "shared_prefix_tokens": "0", "ttft_ms": "", "tpot_ms": "",
-        "stated_bottleneck": "generation", "notes": "",
-    }  # fmt: skip
-    data.update(changes)
-    return data
+    return demo_form(**{"stated_bottleneck": "generation", **changes})
 
 
 def csrf_token(client: Client, url: str = "/") -> str:

@@ -17,10 +17,10 @@ import pytest
 
 from advisor.jobs.models import Job, Worker
 from advisor.reports.templatetags.units import ms, tok_s
+from tests.advisor.formdata import CSRF_INPUT, demo_form
 
 pytestmark = pytest.mark.slow
 
-CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 TOKEN_URL = re.compile(r"/jobs/([A-Za-z0-9_-]{16,})/$")
 JOB_TIMEOUT_S = 120
 
@@ -55,15 +55,9 @@ class Session:
 
 
 def demo_fields(**changes: str) -> dict[str, str]:
-    fields = {
-        "model_source": "demo", "model_name": "demo", "dtype": "auto", "quick": "on",
-        "gpu_kind": "H100-SXM", "gpu_count": "1", "run_on": "cpu",
-        "prompt_tokens": "512", "output_tokens": "128", "concurrency": "8",
-        "shared_prefix_tokens": "0", "ttft_ms": "800", "tpot_ms": "",
-        "stated_bottleneck": "generation", "notes": "e2e over HTTP",
-    }  # fmt: skip
-    fields.update(changes)
-    return fields
+    # Target an H100 no worker serves, and run on the CPU worker instead.
+    fields = {"gpu_kind": "H100-SXM", "run_on": "cpu", "ttft_ms": "800", "notes": "e2e over HTTP"}
+    return demo_form(**{**fields, "stated_bottleneck": "generation", **changes})
 
 
 def test_a_submitted_form_becomes_a_report_with_measured_numbers(
