@@ -4,12 +4,19 @@ When the worker is ready, a daemon thread in its main process upserts the
 row every ADVISOR_WORKER_HEARTBEAT_S; the row is deleted on shutdown. The
 devices come from `python -m profiling devices` in a child process,
 so the worker itself never imports torch or initialises CUDA.
+
+The prefork pool forks a fresh child per task from this same process. A fork
+taken while the announcer is inside a write transaction copies SQLite's
+in-process lock state into the child, which then finds the database locked
+for good ("database is locked" on its first write). So forks wait for the
+beat in progress: `_quiet_db` is held for each beat and taken around fork().
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
 import platform
 import socket
 import subprocess
@@ -26,6 +33,20 @@ log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 120
 _announcer: Announcer | None = None
+_quiet_db = threading.Lock()
+_fork_guarded = False
+
+
+def guard_forks() -> None:
+    """Make every later fork() of this process wait for a beat in progress (once)."""
+    global _fork_guarded
+    if not _fork_guarded:
+        os.register_at_fork(
+            before=_quiet_db.acquire,
+            after_in_parent=_quiet_db.release,
+            after_in_child=_quiet_db.release,
+        )
+        _fork_guarded = True
 
 
 def probe_devices() -> list[dict[str, Any]]:
@@ -82,22 +103,23 @@ class Announcer(threading.Thread):
     def beat(self) -> None:
         from advisor.jobs.models import Worker
 
-        try:
-            close_old_connections()
-            Worker.objects.update_or_create(
-                name=self.worker_name,
-                defaults={
-                    "host": socket.gethostname(),
-                    "queues": Worker.wrap_queues(self.queues),
-                    "devices": self.devices,
-                    "last_seen": timezone.now(),
-                },
-            )
-        except Exception:  # a database hiccup must not kill the thread
-            log.exception("worker %s: could not announce", self.worker_name)
-        finally:
-            # No connection stays open in this thread while the pool forks.
-            connection.close()
+        with _quiet_db:  # no fork while the transaction is open (see the module doc)
+            try:
+                close_old_connections()
+                Worker.objects.update_or_create(
+                    name=self.worker_name,
+                    defaults={
+                        "host": socket.gethostname(),
+                        "queues": Worker.wrap_queues(self.queues),
+                        "devices": self.devices,
+                        "last_seen": timezone.now(),
+                    },
+                )
+            except Exception:  # a database hiccup must not kill the thread
+                log.exception("worker %s: could not announce", self.worker_name)
+            finally:
+                # No connection stays open in this thread while the pool forks.
+                connection.close()
 
     def stop(self) -> None:
         from advisor.jobs.models import Worker
@@ -118,6 +140,7 @@ def consumer_queues(consumer: Any) -> list[str]:
 @signals.worker_ready.connect
 def _announce(sender: Any, **_: Any) -> None:
     global _announcer
+    guard_forks()
     _announcer = Announcer(
         sender.hostname, consumer_queues(sender), settings.ADVISOR_WORKER_HEARTBEAT_S
     )
