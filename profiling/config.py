@@ -28,6 +28,25 @@ DTYPES = ("auto", "float32", "bfloat16", "float16")
 # Names the later experiments register under; the registry in
 # profiling.experiments says which of them this version can run.
 EXPERIMENT_NAMES = ("quantization", "speculative", "caching", "parallel")
+# Quantization: the precisions a job can compare (the first chosen is the
+# reference), and the parts a variant may keep in the reference precision.
+PRECISIONS = {
+    "fp32": "float32",
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "int8": "int8 weight-only (torchao)",
+    "int8-dynamic": "int8 weights and activations (torchao)",
+    "int4": "int4 weight-only (torchao; CUDA)",
+    "fp8": "float8 weight-only (torchao; GPUs with fp8)",
+    "bnb-int8": "bitsandbytes LLM.int8()",
+    "bnb-nf4": "bitsandbytes 4-bit NF4",
+    "gptq-int4": "GPTQ int4, calibrated here (gptqmodel)",
+}
+KEEP_CHOICES = {
+    "lm_head": "the output head (lm_head)",
+    "embeddings": "the token embeddings",
+    "edge_blocks": "the first and last decoder blocks",
+}
 
 # Hugging Face repo ids: "name" or "namespace/name", 96 chars at most,
 # letters, digits, "-", "_", "."; no "--" or ".." and no leading/trailing
@@ -116,6 +135,11 @@ class ProfileConfig:
     draft: str | None = None
     spec_ks: list[int] = field(default_factory=list)
     prompt_lookup: bool = True
+    # Quantization: the precisions to compare (empty: the experiment's default,
+    # the reference dtype + int8 + int4), and parts kept in the reference
+    # precision; each quantized precision is then also run with them kept.
+    precisions: list[str] = field(default_factory=list)
+    quant_keep: list[str] = field(default_factory=list)
 
     def validate(self) -> None:
         if not self.model or len(self.model) > 1024:
@@ -130,6 +154,12 @@ class ProfileConfig:
             raise ConfigError("draft must be a Hub id, a local directory or a demo name")
         if any(not isinstance(k, int) or not 1 <= k <= 16 for k in self.spec_ks):
             raise ConfigError("draft lengths (K) must be whole numbers from 1 to 16")
+        for name in self.precisions:
+            _check_choice("precision", name, tuple(PRECISIONS))
+        if len(set(self.precisions)) != len(self.precisions):
+            raise ConfigError("each precision may be listed once")
+        for name in self.quant_keep:
+            _check_choice("part to keep", name, tuple(KEEP_CHOICES))
         self.workload.validate()
         self.hardware.validate()
 

@@ -1,0 +1,1 @@
+"""The quantization experiment: one model at several precisions, measured side by side."""
