@@ -17,12 +17,25 @@ from django.conf import settings
 from advisor.jobs import dispatch
 from advisor.jobs.models import Job, Worker
 from profiling import hardware
-from profiling.config import DTYPES, LIMITS, ConfigError, Hardware, Workload, is_repo_id
+from profiling.config import (
+    DTYPES,
+    KEEP_CHOICES,
+    LIMITS,
+    PRECISIONS,
+    ConfigError,
+    Hardware,
+    Workload,
+    is_repo_id,
+)
 
 DEMO_NAMES = ("demo", "demo-draft")
 DEFAULT_SPEC_KS = "1,2,4"
 MAX_SPEC_K = 16
 MAX_SPEC_KS = 8
+# What the form ticks at first: a float reference, then the two usual weight-only
+# quantizations (int4 needs CUDA; a CPU worker reports it "not available here").
+DEFAULT_PRECISIONS = ("fp32", "int8", "int4")
+MIN_PRECISIONS = 2
 # Same bound as `Workload.validate`: an hour per token is already absurd.
 MAX_TARGET_MS = 3_600_000.0
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -146,6 +159,16 @@ def check_spec_ks(text: str) -> str:
     return ",".join(str(k) for k in ks)
 
 
+def in_choice_order(names: list[str], choices: dict[str, str]) -> str:
+    """Chosen names as stored ("fp32,int8"): in the order of `choices`, each once.
+
+    The page lists the choices in that order and says the first ticked is the
+    reference, so the stored order is the page's, whatever order a client posts.
+    """
+    chosen = set(names)
+    return ",".join(name for name in choices if name in chosen)
+
+
 class JobForm(forms.ModelForm):
     model_name = forms.CharField(
         label="Model",
@@ -177,6 +200,24 @@ class JobForm(forms.ModelForm):
         required=False,
         help_text=f"Comma-separated, 1 to {MAX_SPEC_K}, at most {MAX_SPEC_KS} values.",
     )
+    precisions = forms.MultipleChoiceField(
+        label="Precisions to compare",
+        required=False,
+        choices=[(name, f"{name} — {label}") for name, label in PRECISIONS.items()],
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Tick two or more. The first ticked, in this list's order, is the reference "
+        "the others are compared against (fp32 on a CPU; bf16 is the usual one on a GPU). "
+        "int4 and fp8 need a CUDA GPU: a CPU worker reports them as “not available here” "
+        "rather than skipping them.",
+    )
+    quant_keep = forms.MultipleChoiceField(
+        label="Also try keeping in the reference precision",
+        required=False,
+        choices=list(KEEP_CHOICES.items()),
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Each quantized precision is then measured a second time with these parts "
+        "left unquantized, to show what keeping them costs and saves.",
+    )
     run_on = forms.ChoiceField(
         label="Run on",
         required=False,
@@ -193,6 +234,7 @@ class JobForm(forms.ModelForm):
             "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
             "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
             "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
+            "run_quantization", "precisions", "quant_keep",
         ]  # fmt: skip
         widgets = {
             "model_source": forms.RadioSelect,
@@ -204,10 +246,13 @@ class JobForm(forms.ModelForm):
             "stated_bottleneck": "The bottleneck you believe you have",
             "run_speculative": "Measure speculative decoding",
             "prompt_lookup": "Also try prompt lookup (n-gram drafts, no model)",
+            "run_quantization": "Measure quantization",
         }
         help_texts = {
             "notes": "Anything a teammate should know (up to 4,000 characters).",
             "run_speculative": "Acceptance and speedup per draft length K, with a token trace.",
+            "run_quantization": "Memory, speed and quality per precision against the "
+            "reference, with greedy outputs side by side.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -222,6 +267,10 @@ class JobForm(forms.ModelForm):
             (value, f"{label} — {BOTTLENECK_HINTS[value]}")
             for value, label in Job.Bottleneck.choices
         ]
+        # Stored as "fp32,int8"; the checkboxes want lists. A blank row (the
+        # library's default) shows the form's default ticks.
+        self.initial["precisions"] = self.instance.precision_list or list(DEFAULT_PRECISIONS)
+        self.initial["quant_keep"] = self.instance.quant_keep_list
 
     # Where it runs -----------------------------------------------------------
 
@@ -276,6 +325,7 @@ class JobForm(forms.ModelForm):
             self.add_error(
                 "shared_prefix_tokens", "The shared prefix cannot be longer than the prompt."
             )
+        self._clean_quantization(data)
         if not self.errors:
             self._check_with_library(data)
             self._clean_run_on(data)
@@ -286,6 +336,23 @@ class JobForm(forms.ModelForm):
 
     def clean_spec_ks(self) -> str:
         return check_spec_ks(self.cleaned_data.get("spec_ks", ""))
+
+    def clean_precisions(self) -> str:
+        return in_choice_order(self.cleaned_data.get("precisions") or [], PRECISIONS)
+
+    def clean_quant_keep(self) -> str:
+        return in_choice_order(self.cleaned_data.get("quant_keep") or [], KEEP_CHOICES)
+
+    def _clean_quantization(self, data: dict[str, Any]) -> None:
+        # Unknown names were refused by the fields themselves (not among the choices).
+        chosen = data.get("precisions")
+        if chosen is None or not data.get("run_quantization"):
+            return
+        if len([name for name in chosen.split(",") if name]) < MIN_PRECISIONS:
+            self.add_error(
+                "precisions",
+                f"Tick at least {MIN_PRECISIONS} precisions: a reference and one to compare.",
+            )
 
     def _clean_model(self, data: dict[str, Any]) -> None:
         source, name = data.get("model_source"), data.get("model_name")

@@ -15,6 +15,11 @@ def new_share_token() -> str:
     return secrets.token_urlsafe(16)
 
 
+def _names(stored: str) -> list[str]:
+    """A stored comma-separated list of names → the names, in order."""
+    return [name.strip() for name in stored.split(",") if name.strip()]
+
+
 class JobQuerySet(models.QuerySet):
     def active(self) -> JobQuerySet:
         return self.filter(state__in=Job.ACTIVE_STATES)
@@ -152,6 +157,12 @@ class Job(models.Model):
     draft_model = models.CharField(max_length=512, blank=True)
     spec_ks = models.CharField(max_length=64, default="1,2,4")
     prompt_lookup = models.BooleanField(default=True)
+    # Quantization (an optional experiment). Precisions are stored "fp32,int8,int4",
+    # the first being the reference; blank is the library's default (the job's
+    # dtype + int8 + int4). Parts kept in the reference precision: "lm_head,embeddings".
+    run_quantization = models.BooleanField(default=False)
+    precisions = models.CharField(max_length=128, blank=True)
+    quant_keep = models.CharField(max_length=64, blank=True)
 
     # Life of the job.
     state = models.CharField(
@@ -188,6 +199,16 @@ class Job(models.Model):
     def spec_k_list(self) -> list[int]:
         """The stored K values as numbers ("1,2,4" → [1, 2, 4]); the form validated them."""
         return [int(k) for k in self.spec_ks.split(",") if k.strip()]
+
+    @property
+    def precision_list(self) -> list[str]:
+        """The stored precisions in order, reference first ("fp32,int8" → ["fp32", "int8"])."""
+        return _names(self.precisions)
+
+    @property
+    def quant_keep_list(self) -> list[str]:
+        """The parts kept in the reference precision ("lm_head,embeddings" → two names)."""
+        return _names(self.quant_keep)
 
 
 class WorkerQuerySet(models.QuerySet):

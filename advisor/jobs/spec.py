@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from advisor.jobs.models import Job
-from profiling.config import Hardware, ProfileConfig, Workload
+from profiling.config import EXPERIMENT_NAMES, Hardware, ProfileConfig, Workload
 
 # The row's source names the library's own source words one to one; the map
 # keeps a renamed choice from silently becoming "auto".
@@ -29,13 +29,21 @@ def config_for(job: Job) -> ProfileConfig:
         hardware=Hardware(gpu_kind=job.gpu_kind or None, gpu_count=job.gpu_count),
         stated_bottleneck=job.stated_bottleneck,
         allowed_roots=[str(root) for root in settings.ADVISOR_MODEL_ROOTS],
-        experiments=["speculative"] if job.run_speculative else [],
+        experiments=experiments_for(job),
         draft=job.draft_model or None,
         spec_ks=job.spec_k_list,
         prompt_lookup=job.prompt_lookup,
+        precisions=job.precision_list,
+        quant_keep=job.quant_keep_list,
     )
     config.validate()
     return config
+
+
+def experiments_for(job: Job) -> list[str]:
+    """The optional experiments the row asks for, in the library's order."""
+    chosen = {"quantization": job.run_quantization, "speculative": job.run_speculative}
+    return [name for name in EXPERIMENT_NAMES if chosen.get(name)]
 
 
 def workload_for(job: Job) -> Workload:

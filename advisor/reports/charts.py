@@ -7,10 +7,11 @@ GB (1e9 B), ms, tok/s.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from typing import Any
 
-from advisor.reports.templatetags.units import pct
+from advisor.reports.templatetags.units import pct, significant, tok_s
 from profiling.results import DecodePoint, PrefillPoint, Profile
 
 Figure = dict[str, Any]
@@ -216,6 +217,79 @@ def speculative_chart(speculative: dict[str, Any]) -> Figure:
     return {"data": data, "layout": layout}
 
 
+# Quantization ----------------------------------------------------------------------
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _quality_text(variant: dict[str, Any]) -> str:
+    """A variant's quality against the reference, for its hover text ("—" where unknown)."""
+    perplexity, kl = variant.get("perplexity"), variant.get("kl_divergence")
+    return " · ".join([
+        f"perplexity {significant(perplexity)}" if _finite(perplexity) else "perplexity —",
+        f"top-1 agreement {pct(variant.get('top1_agreement'))}",
+        f"KL {significant(kl)} nats" if _finite(kl) else "KL —",
+    ])  # fmt: skip
+
+
+def _point_label(variant: dict[str, Any]) -> str:
+    name = str(variant.get("name"))
+    if variant.get("is_reference"):
+        return f"{name} (reference)"
+    agreement = variant.get("top1_agreement")
+    return f"{name} ({pct(agreement)} agree)" if _finite(agreement) else name
+
+
+def _quant_trace(
+    variants: list[dict[str, Any]], key: str, name: str, style: dict[str, Any], unit: str
+) -> dict[str, Any]:
+    scale = GB if unit == "GB" else 1e6
+    x = [v["weights_bytes"] / scale for v in variants]
+    hover = [
+        f"{_point_label(v)}, {name}: {tok_s(v.get(key))}, weights {significant(amount)} {unit}"
+        f"<br>{_quality_text(v)}"
+        for v, amount in zip(variants, x, strict=True)
+    ]
+    return {
+        "type": "scatter", "mode": "markers", "name": name, "x": x,
+        "y": [v.get(key) if _finite(v.get(key)) else None for v in variants],
+        "marker": {"size": 11, **style},
+        "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
+    }  # fmt: skip
+
+
+def quantization_chart(quantization: dict[str, Any]) -> Figure:
+    """Weights memory (x) against decode tok/s (y), one point per measured variant.
+
+    Circles are batch 1, diamonds the workload's concurrency. Batch-1 points are
+    labelled with the variant and its top-1 agreement with the reference; the hover
+    text adds perplexity and KL. Up and to the left is better.
+    """
+    variants = [
+        v for v in quantization.get("variants") or []
+        if isinstance(v, dict) and v.get("status") == "measured" and _finite(v.get("weights_bytes"))
+    ]  # fmt: skip
+    unit = "GB" if max((v["weights_bytes"] for v in variants), default=0) >= GB else "MB"
+    concurrency = max((int(v.get("concurrency") or 1) for v in variants), default=1)
+    batch_1 = _quant_trace(
+        variants, "tokens_per_second", "batch 1", {"color": PALETTE[0], "symbol": "circle"}, unit
+    )
+    batch_1.update({
+        "mode": "markers+text", "text": [_point_label(v) for v in variants],
+        "textposition": "top center",
+    })  # fmt: skip
+    data = [batch_1]
+    if concurrency > 1:
+        style = {"color": PALETTE[1], "symbol": "diamond"}
+        key = "concurrency_tokens_per_second"
+        data.append(_quant_trace(variants, key, f"batch {concurrency}", style, unit))
+    layout = _layout("Quantization: weights memory vs decode speed", f"weights ({unit})", "tok/s")
+    layout["xaxis"].update({"rangemode": "tozero"})
+    return {"data": data, "layout": layout}
+
+
 def all_charts(profile: Profile) -> dict[str, Figure]:
     figures = {
         "memory": memory_chart(profile),
@@ -224,4 +298,6 @@ def all_charts(profile: Profile) -> dict[str, Figure]:
     }
     if isinstance(profile.experiments.get("speculative"), dict):
         figures["speculative"] = speculative_chart(profile.experiments["speculative"])
+    if isinstance(profile.experiments.get("quantization"), dict):
+        figures["quantization"] = quantization_chart(profile.experiments["quantization"])
     return figures

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.jobs.models import Job
-from advisor.reports import charts, speculative, verdict
+from advisor.reports import charts, quantization, speculative, verdict
 from advisor.reports.templatetags.units import UNKNOWN, count, gb
 from profiling.results import Profile
 
@@ -34,6 +34,7 @@ def report_context(job: Job) -> dict[str, Any]:
         "environment_rows": environment_rows(profile),
         "model_rows": model_rows(profile),
         "speculative": speculative.section_context(profile.experiments.get("speculative")),
+        "quantization": quantization.section_context(profile.experiments.get("quantization")),
     }
 
 

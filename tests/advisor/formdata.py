@@ -7,9 +7,10 @@ import re
 CSRF_INPUT = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
 
-def demo_form(**changes: str) -> dict[str, str]:
-    """A valid submission for the demo model with the default workload, plus `changes`."""
-    data = {
+def demo_form(**changes: str | list[str]) -> dict[str, str | list[str]]:
+    """A valid submission for the demo model with the default workload, plus `changes`
+    (a list is a multiple choice: the values of the ticked checkboxes)."""
+    data: dict[str, str | list[str]] = {
         "model_source": "demo", "model_name": "demo", "dtype": "auto", "quick": "on",
         "gpu_kind": "", "gpu_count": "1", "run_on": "",
         "prompt_tokens": "512", "output_tokens": "128", "concurrency": "8",

@@ -13,9 +13,11 @@ from typing import Any
 
 import pytest
 
-from advisor.reports import charts
+from advisor.reports import charts, quantization
 from advisor.reports.templatetags import units
+from profiling.quantization.results import DOES_NOT_FIT, QuantVariant
 from profiling.results import Profile
+from tests.advisor.quantdata import quantization_result, with_quantization
 
 DEMO_PROFILE = pytest.StashKey[dict[str, Any]]()
 
@@ -169,6 +171,56 @@ def test_the_speculative_chart_has_acceptance_and_speedup_per_draft_and_batch(sp
         assert speedup["y"][at] == sweep["speedup"]
         assert acceptance["x"] == sorted(acceptance["x"]) == [1, 2]
     assert figure["layout"]["yaxis2"]["overlaying"] == "y"
+
+
+def test_the_quantization_chart_puts_each_measured_variant_at_its_memory_and_tok_s():
+    result = quantization_result()
+    figure = charts.quantization_chart(result.to_dict())
+    assert json.loads(json.dumps(figure)) == figure
+    batch_1, batch_8 = figure["data"]
+    measured = [v for v in result.variants if v.status == "measured"]  # not int4
+    assert len(measured) == 2
+    assert batch_1["x"] == batch_8["x"] == [v.weights_bytes / 1e6 for v in measured]
+    assert batch_1["y"] == [v.tokens_per_second for v in measured]
+    assert batch_8["y"] == [v.concurrency_tokens_per_second for v in measured]
+    assert batch_8["name"] == "batch 8" and batch_8["marker"]["symbol"] == "diamond"
+    assert figure["layout"]["xaxis"]["title"]["text"] == "weights (MB)"
+    assert batch_1["text"] == ["fp32 (reference)", "int8 (96.0 % agree)"]
+    assert "perplexity 12.9 · top-1 agreement 96.0 % · KL 0.0123 nats" in batch_1["hovertext"][1]
+
+
+def test_a_big_model_is_charted_in_gb_and_a_variant_that_did_not_fit_is_left_out():
+    result = quantization_result()
+    for variant in result.variants:
+        if variant.weights_bytes is not None:
+            variant.weights_bytes *= 1000
+    result.variants.append(QuantVariant("fp16", "fp16", DOES_NOT_FIT, reason="out of memory"))
+    figure = charts.quantization_chart(result.to_dict())
+    assert figure["layout"]["xaxis"]["title"]["text"] == "weights (GB)"
+    assert figure["data"][0]["x"] == [8.0, 2.0]
+
+
+def test_all_charts_has_the_quantization_figure_when_the_result_has_it(demo_result):
+    profile = Profile.from_dict(with_quantization(demo_result, quantization_result()))
+    figures = charts.all_charts(profile)
+    assert set(figures) == {"memory", "prefill", "decode", "quantization"}
+    assert figures["quantization"] == charts.quantization_chart(profile.experiments["quantization"])
+
+
+@pytest.mark.parametrize(
+    ("value", "reference", "text"),
+    [
+        (2_000_000, 8_000_000, "4.0× smaller"),
+        (14.0, 10.0, "1.4× larger"),
+        (10.03, 10.0, "same"),
+        (10.3, 10.0, "1.03× larger"),
+        (1, 250, "250× smaller"),
+        (None, 10.0, ""),
+        (5.0, 0, ""),
+    ],
+)
+def test_a_ratio_says_how_much_and_which_way(value, reference, text):
+    assert quantization.ratio(value, reference, "smaller", "larger") == text
 
 
 # Unit filters ---------------------------------------------------------------------

@@ -309,3 +309,84 @@ def test_config_for_without_speculative_runs_no_experiment(cpu_worker):
 
     config = config_for(Job(model_name="demo"))
     assert config.experiments == [] and config.draft is None
+
+
+# Quantization ---------------------------------------------------------------------
+
+
+def test_the_form_ticks_a_float_reference_int8_and_int4_and_says_which_is_the_reference(
+    cpu_worker,
+):
+    form = JobForm()
+    assert form["precisions"].value() == ["fp32", "int8", "int4"]
+    assert form["quant_keep"].value() == [] and form["run_quantization"].value() is False
+    help_text = form.fields["precisions"].help_text
+    assert "first ticked" in help_text and "reference" in help_text
+    assert "CUDA" in help_text and "not available here" in help_text
+
+
+def test_quantization_choices_are_stored_in_the_pages_order_reference_first(cpu_worker):
+    form = JobForm(
+        form_data(
+            run_quantization="on",
+            precisions=["int4", "bf16", "int8"],
+            quant_keep=["embeddings", "lm_head"],
+        )
+    )
+    assert form.is_valid(), form.errors
+    job = form.save(commit=False)
+    assert (job.run_quantization, job.precisions, job.quant_keep) == (
+        True, "bf16,int8,int4", "lm_head,embeddings",
+    )  # fmt: skip
+    assert job.precision_list == ["bf16", "int8", "int4"]
+    assert job.quant_keep_list == ["lm_head", "embeddings"]
+
+
+@pytest.mark.parametrize("chosen", [[], ["int8"]])
+def test_quantization_needs_two_precisions_with_the_error_on_the_field(cpu_worker, chosen):
+    errors = errors_of(run_quantization="on", precisions=chosen)
+    assert list(errors) == ["precisions"]
+    assert "at least 2 precisions" in errors["precisions"][0]
+
+
+def test_one_precision_is_fine_while_quantization_is_off(cpu_worker):
+    form = JobForm(form_data(precisions=["int8"]))
+    assert form.is_valid(), form.errors
+    assert form.save(commit=False).run_quantization is False
+
+
+@pytest.mark.parametrize(
+    ("field", "chosen", "bad"),
+    [
+        ("precisions", ["fp32", "int3"], "int3"),
+        ("precisions", ["fp32", "fp32,int8"], "fp32,int8"),
+        ("quant_keep", ["lm_head", "everything"], "everything"),
+    ],
+)
+def test_unknown_quantization_names_are_refused_on_their_field(cpu_worker, field, chosen, bad):
+    errors = errors_of(run_quantization="on", **{"precisions": ["fp32", "int8"], field: chosen})
+    assert list(errors) == [field]
+    assert f"{bad} is not one of the available choices" in errors[field][0]
+
+
+def test_config_for_maps_the_quantization_fields(cpu_worker):
+    from advisor.jobs.spec import config_for
+
+    form = JobForm(
+        form_data(
+            run_quantization="on", precisions=["int8", "fp32"], quant_keep=["lm_head"],
+            run_speculative="on",
+        )
+    )  # fmt: skip
+    assert form.is_valid(), form.errors
+    config = config_for(form.save(commit=False))
+    assert config.experiments == ["quantization", "speculative"]
+    assert (config.precisions, config.quant_keep) == (["fp32", "int8"], ["lm_head"])
+
+
+def test_a_row_with_blank_precisions_leaves_the_default_to_the_library(cpu_worker):
+    from advisor.jobs.spec import config_for
+
+    config = config_for(Job(model_name="demo", run_quantization=True))
+    assert config.experiments == ["quantization"]
+    assert (config.precisions, config.quant_keep) == ([], [])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ from advisor.celery import app
 from advisor.jobs.models import Job, Worker
 from advisor.jobs.ownership import SESSION_KEY
 from tests.advisor.formdata import CSRF_INPUT, demo_form
+from tests.advisor.quantdata import INT4_REASON, quantization_result, with_quantization
 from tests.advisor.test_charts import real_demo_profile, real_spec_profile
 
 pytestmark = pytest.mark.django_db
@@ -310,6 +312,110 @@ def test_random_weights_show_the_verify_cost_banner(browser, spec_result):
     html = report_html(browser, spec_result)
     assert 'id="spec-random-banner"' in html
     assert "only the verify-cost curve" in html
+
+
+def test_the_form_page_has_the_quantization_fieldset_with_its_default_ticks(browser, cpu_worker):
+    html = browser.get("/").content.decode()
+    fieldset = html.split('id="quantization-fields"')[1].split('id="speculative-fields"')[0]
+    assert "<legend>Quantization</legend>" in fieldset
+    ticked = re.findall(r'name="precisions" value="([^"]+)"[^>]*checked', fieldset)
+    assert ticked == ["fp32", "int8", "int4"]
+    assert 'name="quant_keep" value="lm_head"' in html
+
+
+def test_too_few_precisions_are_shown_next_to_their_field(browser, cpu_worker):
+    html = post_form(browser, run_quantization="on", precisions=["int8"]).content.decode()
+    field = html.split('id="field-precisions"')[1].split("</fieldset>")[0]
+    assert "at least 2 precisions" in field
+    assert not Job.objects.exists()
+
+
+def test_quantization_choices_are_saved_from_the_browser(browser, cpu_worker):
+    response = post_form(
+        browser, run_quantization="on", precisions=["int8", "bf16"], quant_keep=["embeddings"]
+    )
+    assert response.status_code == 302
+    job = Job.objects.get()
+    assert (job.run_quantization, job.precisions, job.quant_keep) == (
+        True, "bf16,int8", "embeddings",
+    )  # fmt: skip
+
+
+def quant_report(client: Client, demo_result: dict[str, Any], **changes: Any) -> str:
+    return report_html(client, with_quantization(demo_result, quantization_result(**changes)))
+
+
+def test_a_report_without_quantization_has_no_such_section(browser, demo_result):
+    html = report_html(browser, demo_result)
+    assert 'id="quantization"' not in html and "chart-quantization" not in html
+
+
+def test_a_quantization_result_shows_the_finding_chart_and_a_row_per_variant(browser, demo_result):
+    result = quantization_result()
+    html = quant_report(browser, demo_result)
+    assert 'id="quantization"' in html
+    assert '<script id="chart-quantization" type="application/json">' in html
+    assert escape(result.finding) in html
+    table = html.split('id="quant-variants"')[1].split("</table>")[0]
+    rows = table.split("<tbody>")[1].split("</tr>")[:-1]
+    assert [re.search(r"<td>([^<]+)", row).group(1).strip() for row in rows] == [
+        "fp32", "int8", "int4",
+    ]  # fmt: skip
+    reference, int8, int4 = rows
+    assert 'class="variant measured reference"' in reference and "×" not in reference
+    for cell in ("2.00 MB", "4.0× smaller", "3.00 MB", "3.0× smaller", "56.0 ms", "14.0 ms",
+                 "71.4 tok/s", "286 tok/s", "1.4× slower", "12.9", "1.03× higher", "96.0 %",
+                 "0.0123 nats"):  # fmt: skip
+        assert cell in int8, cell
+    assert "not available here" in int4 and escape(INT4_REASON) in int4
+    assert "Decode, batch 8" in table
+    assert 'id="quant-random-banner"' not in html
+    settings = html.split('id="quant-settings"')[1].split("</details>")[0]
+    assert "torchao 0.18.0" in settings and "<td>lm_head</td>" in settings
+
+
+def test_a_variant_that_does_not_fit_says_so_with_its_reason(browser, demo_result):
+    result = quantization_result()
+    int4 = result.variants[2]
+    int4.status, int4.reason = "does_not_fit", "CUDA out of memory while loading"
+    html = report_html(browser, with_quantization(demo_result, result))
+    row = html.split('class="variant does_not_fit"')[1].split("</tr>")[0]
+    assert "does not fit" in row and "CUDA out of memory while loading" in row
+
+
+def test_greedy_outputs_mark_the_first_divergence_on_both_sides(browser, demo_result):
+    html = quant_report(browser, demo_result)
+    greedy = html.split('<table class="data greedy">')[1].split("</table>")[0]
+    diverging, identical = greedy.split("<tbody>")[1].split("</tr>")[:2]
+    reference, variant = diverging.split('<td class="tokens">')[1:]
+    assert reference.startswith(
+        '<span class="gtok same">·the</span><span class="gtok same">·cat</span>'
+        '<span class="gtok same">·sat</span><mark class="gtok diverge">·on</mark>'
+        '<span class="gtok after">·the</span><span class="gtok after">·mat</span>'
+    )
+    assert '<mark class="gtok diverge">·in</mark><span class="gtok after">·a</span>' in variant
+    assert "differs from token 4" in diverging
+    assert "identical" in identical and "diverge" not in identical
+
+
+def test_model_text_and_reasons_in_the_quantization_section_are_escaped(browser, demo_result):
+    result = quantization_result()
+    int8, int4 = result.variants[1], result.variants[2]
+    int8.samples[0].text[3] = "<script>alert(1)</script>"
+    int8.samples[0].prompt = "<img src=x onerror=alert(2)>"
+    int4.reason = "<script>alert(3)</script>"
+    html = report_html(browser, with_quantization(demo_result, result))
+    for raw in ("<script>alert(1)</script>", "<img src=x", "<script>alert(3)</script>"):
+        assert raw not in html
+    assert '<mark class="gtok diverge">&lt;script&gt;alert(1)&lt;/script&gt;</mark>' in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html
+    assert "&lt;script&gt;alert(3)&lt;/script&gt;" in html
+
+
+def test_random_weights_show_the_quality_banner(browser, demo_result):
+    html = quant_report(browser, demo_result, quality_meaningful=False)
+    banner = html.split('id="quant-random-banner"')[1].split("</div>")[0]
+    assert "quality is not meaningful" in banner and "memory and speed are real" in banner
 
 
 def test_an_unreadable_result_is_a_message_not_a_500(browser):
