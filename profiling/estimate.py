@@ -1,0 +1,475 @@
+"""Analytic estimates (a roofline) of a model's serving costs, calibrated by measurement.
+
+No torch import: the site projects "what if" from a stored report with this
+module alone, and `python -m profiling estimate` works from a config file.
+
+The model of one forward pass (prefill of T tokens or one decode step):
+
+    seconds = overhead + max(FLOPs / flops_per_second, bytes / bytes_per_second)
+
+with FLOPs and bytes from the model's shapes (the same formulas the baseline
+uses for "% of peak": `profiling.experiments.baseline`) and the two rates
+either the catalog GPU's peaks times assumed efficiencies (an *estimate*) or
+fitted to measured points (*calibrated*). Prefill is compute-bound and decode
+memory-bound on every device we serve, so a calibration fits, per phase, a
+line `seconds = overhead + work / rate` through the measured points (work =
+FLOPs for prefill, bytes read for decode) by least squares. Each measured
+point is then predicted from a fit that did not see it (leave-one-out), so
+the error shown next to a measurement is an honest out-of-sample error.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from profiling import serde
+from profiling.hardware import GPU
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "float8": 1, "int4": 0.5}
+# Shares of the datasheet peak a well-tuned server reaches (an assumption,
+# replaced by the measured share as soon as a profile of this GPU exists).
+ASSUMED_COMPUTE_EFFICIENCY = 0.5
+ASSUMED_BANDWIDTH_EFFICIENCY = 0.75
+ESTIMATED, CALIBRATED = "estimated", "calibrated"
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """What the estimate needs of a model, read from its transformers config."""
+
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    num_experts: int = 0  # 0: a dense MLP
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Shapes:
+        text = config.get("text_config") or config
+        heads = int(text["num_attention_heads"])
+        hidden = int(text["hidden_size"])
+        experts = int(text.get("num_local_experts") or text.get("num_experts") or 0)
+        return cls(
+            num_layers=int(text["num_hidden_layers"]),
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            num_key_value_heads=int(text.get("num_key_value_heads") or heads),
+            head_dim=int(text.get("head_dim") or hidden // heads),
+            intermediate_size=int(text.get("intermediate_size") or 4 * hidden),
+            vocab_size=int(text["vocab_size"]),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            num_experts=experts,
+            experts_per_token=int(text.get("num_experts_per_tok") or (1 if experts else 0)),
+            moe_intermediate_size=int(
+                text.get("moe_intermediate_size") or text.get("intermediate_size") or 0
+            ),
+        )
+
+    @property
+    def attention_params(self) -> int:
+        q_and_o = 2 * self.hidden_size * self.num_attention_heads * self.head_dim
+        k_and_v = 2 * self.hidden_size * self.num_key_value_heads * self.head_dim
+        return q_and_o + k_and_v
+
+    def _mlp_params(self, experts: int) -> int:
+        if not self.num_experts:
+            return 3 * self.hidden_size * self.intermediate_size  # gate, up, down
+        router = self.hidden_size * self.num_experts
+        return experts * 3 * self.hidden_size * self.moe_intermediate_size + router
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def head_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def body_params(self) -> int:
+        """Every decoder weight (norms included), all experts: what memory holds."""
+        norms = 2 * self.hidden_size
+        layer = self.attention_params + self._mlp_params(self.num_experts or 1) + norms
+        return self.num_layers * layer + self.hidden_size
+
+    @property
+    def active_body_params(self) -> int:
+        """Decoder weights one token passes through (the routed experts only)."""
+        if not self.num_experts:
+            return self.body_params
+        layer = self.attention_params + self._mlp_params(self.experts_per_token)
+        return self.num_layers * (layer + 2 * self.hidden_size) + self.hidden_size
+
+    @property
+    def total_params(self) -> int:
+        head = 0 if self.tie_word_embeddings else self.head_params
+        return self.body_params + self.embedding_params + head
+
+    def weights_bytes(self, dtype: str) -> int:
+        return math.ceil(self.total_params * DTYPE_BYTES[dtype])
+
+    def kv_bytes_per_token(self, dtype: str) -> int:
+        per_layer = 2 * self.num_key_value_heads * self.head_dim
+        return math.ceil(self.num_layers * per_layer * DTYPE_BYTES[dtype])
+
+    def prefill_flops(self, tokens: int, batch: int) -> float:
+        """As the baseline counts them: body once per token, LM head for the last token."""
+        heads = self.num_attention_heads * self.head_dim
+        attention = 2 * self.num_layers * heads * tokens**2
+        return float(
+            batch * (2 * self.active_body_params * tokens + 2 * self.head_params + attention)
+        )
+
+    def decode_flops(self, batch: int, context: int) -> float:
+        heads = self.num_attention_heads * self.head_dim
+        attention = 4 * self.num_layers * heads * context
+        return float(batch * (2 * (self.active_body_params + self.head_params) + attention))
+
+    def decode_bytes(self, dtype: str, batch: int, context: int) -> float:
+        """Weights read once per step (all of them: a batch touches every expert
+        soon enough), plus every row's KV cache."""
+        kv = self.kv_bytes_per_token(dtype) * batch * context
+        return float(self.weights_bytes(dtype) + kv)
+
+
+@dataclass
+class PhaseRate:
+    """One phase's cost: seconds = overhead + FLOPs / flops_per_second + bytes / bytes_per_second.
+
+    A term whose rate is None is not part of the model (an assumed GPU rate
+    keeps only the bound resource of its phase: compute for prefill, memory
+    for decode). A calibration keeps the terms the measurements support.
+    """
+
+    flops_per_second: float | None = None
+    bytes_per_second: float | None = None
+    overhead_seconds: float = 0.0
+    points: int = 0  # measured points the fit used (0: assumed)
+
+    def seconds(self, flops: float, bytes_: float) -> float:
+        total = self.overhead_seconds
+        if self.flops_per_second:
+            total += flops / self.flops_per_second
+        if self.bytes_per_second:
+            total += bytes_ / self.bytes_per_second
+        return total
+
+
+@dataclass
+class Calibration:
+    """The rates a prediction rests on, and where they came from."""
+
+    basis: str  # ESTIMATED (catalog peak x assumed efficiency) or CALIBRATED
+    device: str  # the GPU key or measured device the rates describe
+    prefill: PhaseRate
+    decode: PhaseRate
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return serde.to_dict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Calibration:
+        return serde.from_dict(cls, data)
+
+
+def assumed(gpu: GPU, dtype: str) -> Calibration:
+    """Datasheet peaks times the assumed efficiencies: an estimate, no measurement."""
+    peak = gpu.peak_flops(dtype) or gpu.bf16_flops_per_second
+    if not peak:
+        raise ValueError(f"the catalog has no compute peak for {gpu.key}")
+    return Calibration(
+        basis=ESTIMATED,
+        device=gpu.key,
+        prefill=PhaseRate(flops_per_second=peak * ASSUMED_COMPUTE_EFFICIENCY),
+        decode=PhaseRate(
+            bytes_per_second=gpu.memory_bandwidth_bytes_per_second * ASSUMED_BANDWIDTH_EFFICIENCY
+        ),
+        note=(
+            f"{gpu.label} datasheet peaks × {ASSUMED_COMPUTE_EFFICIENCY:.0%} compute and "
+            f"{ASSUMED_BANDWIDTH_EFFICIENCY:.0%} bandwidth efficiency (assumed, not measured)"
+        ),
+    )
+
+
+# A measured point of one phase: (FLOPs, bytes, seconds).
+Point = tuple[float, float, float]
+# The terms a fit may use: per-pass overhead, FLOPs and bytes.
+# Ties keep the earlier subset: one point is explained by a rate, not by overhead.
+_TERMS = ("flops", "bytes", "overhead")
+
+
+def fit_rates(points: list[Point]) -> PhaseRate:
+    """Non-negative least squares of seconds on (1, FLOPs, bytes) over measured points.
+
+    Every subset of the three terms is fitted; among fits whose coefficients
+    are all non-negative and that leave at least one degree of freedom (when
+    there are two points or more), the smallest squared error wins. So a
+    compute-bound phase keeps its FLOPs term, a memory-bound one its bytes
+    term, and per-pass overhead (Python and kernel launches on a small model)
+    is kept only when the points show it.
+    """
+    if not points:
+        raise ValueError("no measured points to calibrate from")
+    best: tuple[float, dict[str, float]] | None = None
+    for size in (1, 2, 3):
+        if len(points) > 1 and size >= len(points):
+            break
+        for terms in _subsets(size):
+            coefficients = _least_squares(points, terms)
+            if coefficients is None or min(coefficients.values()) < 0:
+                continue
+            error = _squared_error(points, coefficients)
+            if best is None or error < best[0] * (1 - 1e-9):
+                best = (error, coefficients)
+    if best is None:  # nothing non-negative: the throughput of all the points together
+        return PhaseRate(bytes_per_second=sum(p[1] for p in points) / sum(p[2] for p in points))
+    return _phase_rate(best[1], len(points))
+
+
+def _subsets(size: int) -> list[tuple[str, ...]]:
+    from itertools import combinations
+
+    return list(combinations(_TERMS, size))
+
+
+def _features(point: Point, terms: tuple[str, ...]) -> list[float]:
+    values = {"overhead": 1.0, "flops": point[0], "bytes": point[1]}
+    return [values[t] for t in terms]
+
+
+def _least_squares(points: list[Point], terms: tuple[str, ...]) -> dict[str, float] | None:
+    """Coefficients of `terms` by the normal equations (columns scaled for conditioning)."""
+    rows = [_features(p, terms) for p in points]
+    scale = [max(abs(r[j]) for r in rows) or 1.0 for j in range(len(terms))]
+    rows = [[v / scale[j] for j, v in enumerate(r)] for r in rows]
+    n = len(terms)
+    gram = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
+    rhs = [sum(r[i] * p[2] for r, p in zip(rows, points, strict=True)) for i in range(n)]
+    solution = _solve(gram, rhs)
+    if solution is None:
+        return None
+    return {t: solution[j] / scale[j] for j, t in enumerate(terms)}
+
+
+def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
+    """Gaussian elimination with partial pivoting; None when singular."""
+    n = len(rhs)
+    a = [row[:] + [rhs[i]] for i, row in enumerate(matrix)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-12:
+            return None
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(n):
+            if r != col:
+                factor = a[r][col] / a[col][col]
+                a[r] = [x - factor * y for x, y in zip(a[r], a[col], strict=True)]
+    return [a[i][n] / a[i][i] for i in range(n)]
+
+
+def _squared_error(points: list[Point], coefficients: dict[str, float]) -> float:
+    rate = _phase_rate(coefficients, len(points))
+    return sum((rate.seconds(f, b) - s) ** 2 for f, b, s in points)
+
+
+def _phase_rate(coefficients: dict[str, float], points: int) -> PhaseRate:
+    def rate(term: str) -> float | None:
+        value = coefficients.get(term, 0.0)
+        return 1 / value if value > 0 else None
+
+    return PhaseRate(
+        flops_per_second=rate("flops"),
+        bytes_per_second=rate("bytes"),
+        overhead_seconds=coefficients.get("overhead", 0.0),
+        points=points,
+    )
+
+
+@dataclass
+class Prediction:
+    """A predicted figure at a measured point, beside the measurement."""
+
+    metric: str  # "prefill_seconds", "decode_seconds_per_step", "weights_bytes", ...
+    at: dict[str, int]  # the point: prompt_tokens/batch_size or batch_size/context_tokens
+    predicted: float
+    measured: float | None
+    error: float | None  # (predicted - measured) / measured
+    basis: str  # ESTIMATED or CALIBRATED (leave-one-out)
+
+
+def relative_error(predicted: float, measured: float | None) -> float | None:
+    return None if not measured else (predicted - measured) / measured
+
+
+def prefill_point(shapes: Shapes, dtype: str, point: dict[str, Any]) -> Point:
+    """(FLOPs, bytes, seconds) of a measured prefill: weights read once, KV written."""
+    tokens, batch = point["prompt_tokens"], point["batch_size"]
+    moved = shapes.weights_bytes(dtype) + shapes.kv_bytes_per_token(dtype) * tokens * batch
+    return shapes.prefill_flops(tokens, batch), float(moved), point["seconds"]["median"]
+
+
+def decode_point(shapes: Shapes, dtype: str, point: dict[str, Any]) -> Point:
+    """(FLOPs, bytes, seconds) of a measured decode step."""
+    batch, context = point["batch_size"], point["context_tokens"]
+    return (
+        shapes.decode_flops(batch, context),
+        shapes.decode_bytes(dtype, batch, context),
+        point["seconds_per_token"]["median"],
+    )
+
+
+def _phases(shapes: Shapes, profile: dict[str, Any]) -> list[tuple[str, list[dict], list[Point]]]:
+    dtype = profile["environment"].get("dtype") or "float32"
+    return [
+        ("prefill_seconds", profile["prefill"],
+         [prefill_point(shapes, dtype, p) for p in profile["prefill"]]),
+        ("decode_seconds_per_step", profile["decode"],
+         [decode_point(shapes, dtype, p) for p in profile["decode"]]),
+    ]  # fmt: skip
+
+
+def calibrate(shapes: Shapes, profile: dict[str, Any], device: str = "") -> Calibration:
+    """Rates fitted to every measured prefill and decode point of a profile (`to_dict()`)."""
+    (_, _, prefill), (_, _, decode) = _phases(shapes, profile)
+    where = device or profile["environment"].get("device_name") or "the worker"
+    return Calibration(
+        basis=CALIBRATED,
+        device=where,
+        prefill=fit_rates(prefill),
+        decode=fit_rates(decode),
+        note=f"fitted to {len(prefill)} prefill and {len(decode)} decode points on {where}",
+    )
+
+
+_AT = {
+    "prefill_seconds": ("prompt_tokens", "batch_size"),
+    "decode_seconds_per_step": ("batch_size", "context_tokens"),
+}
+
+
+def leave_one_out(shapes: Shapes, profile: dict[str, Any]) -> list[Prediction]:
+    """Each measured point predicted from a calibration on the other points of its phase."""
+    out = []
+    for metric, raw, points in _phases(shapes, profile):
+        for i, (flops, moved, measured) in enumerate(points):
+            others = points[:i] + points[i + 1 :]
+            if not others:
+                continue
+            predicted = fit_rates(others).seconds(flops, moved)
+            out.append(
+                Prediction(
+                    metric=metric,
+                    at={name: raw[i][name] for name in _AT[metric]},
+                    predicted=predicted,
+                    measured=measured,
+                    error=relative_error(predicted, measured),
+                    basis=CALIBRATED,
+                )
+            )
+    return out
+
+
+def median_abs_error(predictions: list[Prediction]) -> float | None:
+    errors = sorted(abs(p.error) for p in predictions if p.error is not None)
+    if not errors:
+        return None
+    mid = len(errors) // 2
+    return errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
+
+
+@dataclass
+class Projection:
+    """The user's workload projected with one calibration (every figure derived, none measured)."""
+
+    basis: str
+    calibration_note: str
+    dtype: str
+    gpu: str | None
+    gpu_count: int
+    weights_bytes: int
+    kv_cache_bytes_per_token: int
+    kv_cache_bytes: int  # concurrency x context
+    fits: bool | None
+    ttft_seconds: float
+    tpot_seconds: float  # one decode step at the concurrency, mid-generation context
+    end_to_end_seconds: float
+    decode_tokens_per_second: float  # summed over the concurrent requests
+    prefill_share: float
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return serde.to_dict(self)
+
+
+# Memory the runtime keeps for activations, the CUDA context and fragmentation.
+MEMORY_RESERVE = 0.10
+
+
+def project(
+    shapes: Shapes,
+    calibration: Calibration,
+    dtype: str,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int,
+    gpu: GPU | None = None,
+    gpu_count: int = 1,
+) -> Projection:
+    """TTFT, TPOT, throughput and fit for a workload; weights and KV split over `gpu_count`."""
+    weights = shapes.weights_bytes(dtype)
+    kv_token = shapes.kv_bytes_per_token(dtype)
+    kv = kv_token * concurrency * (prompt_tokens + output_tokens)
+    prefill_bytes = weights + kv_token * prompt_tokens
+    ttft = calibration.prefill.seconds(
+        shapes.prefill_flops(prompt_tokens, 1) / gpu_count, prefill_bytes / gpu_count
+    )
+    mid_context = prompt_tokens + output_tokens // 2
+    tpot = calibration.decode.seconds(
+        shapes.decode_flops(concurrency, mid_context) / gpu_count,
+        shapes.decode_bytes(dtype, concurrency, mid_context) / gpu_count,
+    )
+    e2e = ttft + tpot * max(output_tokens - 1, 0)
+    fits = None
+    if gpu is not None:
+        fits = weights + kv <= gpu.memory_bytes * gpu_count * (1 - MEMORY_RESERVE)
+    notes = []
+    if gpu_count > 1:
+        notes.append(f"{gpu_count} devices: work split evenly, communication not counted")
+    return Projection(
+        basis=calibration.basis,
+        calibration_note=calibration.note,
+        dtype=dtype,
+        gpu=gpu.key if gpu else None,
+        gpu_count=gpu_count,
+        weights_bytes=weights,
+        kv_cache_bytes_per_token=kv_token,
+        kv_cache_bytes=kv,
+        fits=fits,
+        ttft_seconds=ttft,
+        tpot_seconds=tpot,
+        end_to_end_seconds=e2e,
+        decode_tokens_per_second=concurrency / tpot,
+        prefill_share=ttft / e2e if e2e else 0.0,
+        notes=notes,
+    )
+
+
+def shipped_configs() -> dict[str, dict[str, Any]]:
+    """Configs of common models shipped with the project (offline estimates), by name."""
+    folder = resources.files("profiling").joinpath("data/configs")
+    out = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            out[entry.name.removesuffix(".json")] = json.loads(entry.read_text())
+    return out

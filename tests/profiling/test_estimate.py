@@ -1,0 +1,150 @@
+"""The analytic estimate: shapes against real models, the fit, calibration on `demo`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from profiling import hardware
+from profiling.config import ProfileConfig, Workload
+from profiling.estimate import (
+    CALIBRATED,
+    ESTIMATED,
+    Calibration,
+    PhaseRate,
+    Shapes,
+    assumed,
+    calibrate,
+    fit_rates,
+    leave_one_out,
+    median_abs_error,
+    project,
+    shipped_configs,
+)
+from tests.profiling.tiny import tiny_llama_config
+
+
+def _real_param_count(config: object) -> int:
+    from transformers import AutoModelForCausalLM
+
+    return sum(p.numel() for p in AutoModelForCausalLM.from_config(config).parameters())
+
+
+@pytest.mark.parametrize("tied", [False, True])
+def test_shapes_count_the_parameters_of_a_real_gqa_llama(tied: bool) -> None:
+    config = tiny_llama_config(tie_word_embeddings=tied)
+    shapes = Shapes.from_config(config.to_dict())
+    assert shapes.total_params == _real_param_count(config)
+
+
+def test_shapes_count_the_parameters_of_a_real_mixture_of_experts() -> None:
+    from transformers import MixtralConfig
+
+    config = MixtralConfig(
+        hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, vocab_size=128, num_local_experts=4, num_experts_per_tok=2,
+    )  # fmt: skip
+    shapes = Shapes.from_config(config.to_dict())
+    assert shapes.total_params == _real_param_count(config)
+    # A token passes through 2 of the 4 experts' MLPs.
+    expert_mlp = 3 * 32 * 48
+    assert shapes.body_params - shapes.active_body_params == 2 * 2 * expert_mlp
+
+
+def test_kv_bytes_per_token_agree_with_the_librarys_own_count() -> None:
+    from profiling.memory import kv_bytes_per_token_computed
+
+    config = tiny_llama_config()
+    shapes = Shapes.from_config(config.to_dict())
+    assert shapes.kv_bytes_per_token("float32") == kv_bytes_per_token_computed(config, 4)
+
+
+def test_shipped_configs_have_their_published_sizes() -> None:
+    configs = shipped_configs()
+    sizes = {name: Shapes.from_config(c).total_params / 1e9 for name, c in configs.items()}
+    assert sizes["llama-3.1-8b"] == pytest.approx(8.03, abs=0.01)
+    assert sizes["llama-3.1-70b"] == pytest.approx(70.55, abs=0.01)
+    assert sizes["mixtral-8x7b"] == pytest.approx(46.70, abs=0.01)
+
+
+def test_the_fit_recovers_a_compute_bound_line_with_overhead() -> None:
+    points = [(f, 1e3, 0.002 + f / 1e9) for f in (1e6, 4e6, 9e6)]
+    rate = fit_rates(points)
+    assert rate.flops_per_second == pytest.approx(1e9) and rate.bytes_per_second is None
+    assert rate.overhead_seconds == pytest.approx(0.002)
+
+
+def test_the_fit_recovers_a_memory_bound_phase_and_never_goes_negative() -> None:
+    # Bytes explain the time; FLOPs vary independently and must get no weight.
+    points = [(f, b, b / 2e9) for f, b in ((5e6, 1e6), (1e6, 3e6), (3e6, 8e6), (2e6, 5e6))]
+    rate = fit_rates(points)
+    assert rate.bytes_per_second == pytest.approx(2e9) and rate.flops_per_second is None
+    # Time falling as work grows (noise) must not give a negative rate or overhead.
+    odd = fit_rates([(1e6, 1e6, 0.01), (2e6, 2e6, 0.005)])
+    assert odd.overhead_seconds >= 0
+    assert all(r is None or r > 0 for r in (odd.flops_per_second, odd.bytes_per_second))
+
+
+def test_one_point_gives_a_line_through_the_origin() -> None:
+    rate = fit_rates([(2e6, 1e3, 0.004)])
+    assert rate.seconds(2e6, 1e3) == pytest.approx(0.004) and rate.overhead_seconds == 0
+
+
+def test_assumed_rates_are_marked_as_an_estimate() -> None:
+    h100 = hardware.lookup("H100")
+    rates = assumed(h100, "bfloat16")
+    assert rates.basis == ESTIMATED and "assumed" in rates.note
+    assert rates.decode.bytes_per_second < h100.memory_bandwidth_bytes_per_second
+    assert rates.prefill.flops_per_second < h100.bf16_flops_per_second
+
+
+def test_projection_of_llama_8b_on_h100_is_memory_bound_decode_and_splits_over_gpus() -> None:
+    shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
+    h100 = hardware.lookup("H100")
+    rates = assumed(h100, "bfloat16")
+    one = project(shapes, rates, "bfloat16", 2048, 256, 16, h100, 1)
+    # A decode step reads ~16 GB of weights + KV: tens of milliseconds at ~2.5 TB/s.
+    assert 0.005 < one.tpot_seconds < 0.02
+    assert one.fits and one.prefill_share < 0.5
+    two = project(shapes, rates, "bfloat16", 2048, 256, 16, h100, 2)
+    assert two.tpot_seconds == pytest.approx(one.tpot_seconds / 2)
+    crowded = project(shapes, rates, "bfloat16", 32_768, 1024, 512, h100, 1)
+    assert crowded.fits is False
+
+
+def test_calibration_round_trips_through_its_dict() -> None:
+    calibration = Calibration(
+        CALIBRATED, "cpu", PhaseRate(1e9, None, 0.001, 3), PhaseRate(None, 2e9, 0.0, 4)
+    )
+    assert Calibration.from_dict(calibration.to_dict()) == calibration
+
+
+@pytest.fixture(scope="module")
+def demo_profile(one_torch_thread: None) -> dict:
+    from profiling.runner import run_profile
+
+    # The full sweep: enough points per phase for a fit that leaves each one out.
+    config = ProfileConfig(
+        model="demo", device="cpu", quick=False,
+        workload=Workload(prompt_tokens=256, output_tokens=64, concurrency=4),
+    )  # fmt: skip
+    return run_profile(config).to_dict()
+
+
+def test_calibrated_predictions_on_demo_at_held_out_shapes(demo_profile: dict) -> None:
+    from profiling.demo import ensure_demo
+
+    shapes = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
+    predictions = leave_one_out(shapes, demo_profile)
+    assert {p.metric for p in predictions} == {"prefill_seconds", "decode_seconds_per_step"}
+    assert len(predictions) == len(demo_profile["prefill"]) + len(demo_profile["decode"])
+    for p in predictions:
+        print(f"{p.metric} at {p.at}: predicted {p.predicted * 1e3:.2f} ms, "
+              f"measured {p.measured * 1e3:.2f} ms, error {p.error:+.1%}")  # fmt: skip
+    error = median_abs_error(predictions)
+    print(f"median |error| over held-out points: {error:.1%}")
+    # Generous: two shared cores make single points noisy; a wrong model is off by far more.
+    assert error < 0.5
+    fitted = calibrate(shapes, demo_profile)
+    assert fitted.basis == CALIBRATED and fitted.prefill.points == len(demo_profile["prefill"])
