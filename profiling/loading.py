@@ -263,15 +263,25 @@ def _revision(path: Path) -> str | None:
 
 
 def load(
-    config: ProfileConfig, device: str, dtype: str, progress: Progress | None = None
+    config: ProfileConfig,
+    device: str,
+    dtype: str,
+    progress: Progress | None = None,
+    quantization: Any = None,
 ) -> Loaded:
-    """Resolve, fetch and load the model of `config` onto `device` in `dtype`."""
+    """Resolve, fetch and load the model of `config` onto `device` in `dtype`.
+
+    `quantization` is a transformers quantization config (bitsandbytes, GPTQ)
+    applied while the weights load; config-only models cannot take one.
+    """
     progress = progress or _noop
     from profiling.experiments import span
 
     progress("load", 0.0, f"finding {config.model}")
     source = resolve(config, span(progress, 0.0, 0.5))  # a first demo build takes a while
     if source.kind == "config":
+        if quantization is not None:
+            raise ModelSourceError("a config-only model has no weights to quantize while loading")
         return _load_config_only(source, device, dtype, progress)
     path = source.path
     if path is None:
@@ -280,7 +290,7 @@ def load(
         require_weights(path)
     progress("load", 0.5, f"loading weights from {path.name}")
     check_remote_code(read_config_json(path / "config.json"))
-    model = _from_pretrained(path, device, dtype, source.name)
+    model = _from_pretrained(path, device, dtype, source.name, quantization)
     tokenizer = _load_tokenizer(path)
     info = model_info(model, source, config_only=False, revision=_revision(path))
     progress("load", 1.0, f"loaded {info.num_parameters / 1e6:,.1f} M parameters")
@@ -293,7 +303,9 @@ def _torch_dtype(dtype: str) -> Any:
     return getattr(torch, dtype)
 
 
-def _from_pretrained(path: Path, device: str, dtype: str, name: str) -> Any:
+def _from_pretrained(
+    path: Path, device: str, dtype: str, name: str, quantization: Any = None
+) -> Any:
     from transformers import AutoModelForCausalLM
     from transformers.utils import is_accelerate_available
 
@@ -305,7 +317,9 @@ def _from_pretrained(path: Path, device: str, dtype: str, name: str) -> Any:
     }
     # transformers needs `accelerate` for any device_map; without it the
     # weights go through host memory and are moved to the device after.
-    direct = device != "cpu" and is_accelerate_available()
+    direct = (device != "cpu" and is_accelerate_available()) or quantization is not None
+    if quantization is not None:  # quantized weights are placed while loading, never moved
+        kwargs["quantization_config"] = quantization
     if direct:
         kwargs["device_map"] = device
     try:

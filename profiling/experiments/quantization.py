@@ -1,0 +1,212 @@
+"""The quantization experiment: the same model at several precisions, side by side.
+
+Each precision of `config.precisions` (the first is the reference; empty
+means the run's dtype + int8 + int4) is loaded fresh from the run's source
+by its method (`profiling.quantization.methods.METHODS`), measured, and
+freed before the next. With `config.quant_keep`, every quantized precision
+is run again with those parts kept in the reference precision, as its own
+variant ("int8 · lm_head kept"). Per variant: the real bytes of the loaded
+weights (quantized tensors counted by what they hold), the memory peak of
+generation, TTFT and decode time per token at batch 1 and at the user's
+concurrency (warm-ups, repeats, the device's clock; raw samples kept), and,
+for real weights, quality against the reference on the fixed prompt set and
+evaluation text (see `QUALITY_CONVENTION`). The reference's own logits are
+computed once and it is compared with itself through the same code, so it
+shows agreement 1.0, KL 0 and its own perplexity exactly.
+
+A method that cannot run here is reported `not_available` with the reason;
+running out of memory is `does_not_fit`; any other error is `failed` with a
+short reason; the job always goes on to the next variant.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from profiling.config import ProfileConfig
+from profiling.experiments.speculative import PromptSet, load_prompts
+from profiling.quantization.results import (
+    DOES_NOT_FIT,
+    FAILED,
+    MEASURED,
+    NOT_AVAILABLE,
+    QUALITY_CONVENTION,
+    QuantizationResult,
+    QuantVariant,
+)
+from profiling.timing import Clock, clock_for
+
+EVAL_TEXT_PATH = Path(__file__).resolve().parent.parent / "data" / "eval_text_v1.json"
+PHASE = "quantization"
+DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+QUICK_PROMPTS, QUICK_NEW_TOKENS, FULL_NEW_TOKENS = 6, 16, 48
+QUICK_EVAL_TOKENS, FULL_EVAL_TOKENS = 256, 1024
+QUICK_MAX_BATCH, FULL_MAX_BATCH = 4, 16
+Progress = Callable[[str, float, str], None]
+
+
+@dataclass
+class EvalText:
+    version: int
+    text: str
+
+
+def load_eval_text(path: Path = EVAL_TEXT_PATH) -> EvalText:
+    """The shipped, versioned evaluation text scored for perplexity."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return EvalText(int(data["version"]), str(data["text"]))
+
+
+def default_precisions(run_dtype: str) -> list[str]:
+    """The run's own dtype as the reference, then int8 and int4."""
+    return [DTYPE_NAMES.get(run_dtype, "fp32"), "int8", "int4"]
+
+
+@dataclass
+class QuantPlan:
+    """How much one run measures."""
+
+    precisions: list[str]
+    keep: list[str]
+    prompts: PromptSet
+    max_new_tokens: int
+    eval_tokens: int
+    batch_size: int  # the user's concurrency, capped
+    warmup: int = 1
+    repeats: int = 3
+    calibration_samples: int = 32
+
+
+def make_plan(config: ProfileConfig, run_dtype: str) -> QuantPlan:
+    quick = config.quick
+    prompts = load_prompts()
+    if quick:
+        prompts = PromptSet(prompts.version, prompts.prompts[:QUICK_PROMPTS])
+    cap = QUICK_MAX_BATCH if quick else FULL_MAX_BATCH
+    new_tokens = QUICK_NEW_TOKENS if quick else FULL_NEW_TOKENS
+    return QuantPlan(
+        precisions=list(config.precisions) or default_precisions(run_dtype),
+        keep=list(config.quant_keep),
+        prompts=prompts,
+        max_new_tokens=max(2, min(config.workload.output_tokens, new_tokens)),
+        eval_tokens=QUICK_EVAL_TOKENS if quick else FULL_EVAL_TOKENS,
+        batch_size=min(max(1, config.workload.concurrency), cap),
+        repeats=3 if quick else 5,  # a median of 3 already drops one outlier
+        calibration_samples=16 if quick else 64,
+    )
+
+
+@dataclass
+class Spec:
+    """One variant to measure: a precision and the parts kept."""
+
+    precision: str
+    keep: list[str] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.precision + "".join(f" · {part} kept" for part in self.keep)
+
+
+def variant_specs(plan: QuantPlan) -> list[Spec]:
+    from profiling.quantization.methods import METHODS
+
+    specs = []
+    for precision in plan.precisions:
+        specs.append(Spec(precision))
+        if METHODS[precision].quantized:
+            specs += [Spec(precision, [part]) for part in plan.keep]
+    return specs
+
+
+def run_quantization(
+    config: ProfileConfig,
+    loaded: Any,
+    device: str,
+    run_dtype: str,
+    plan: QuantPlan,
+    *,
+    clock: Clock | None = None,
+    progress: Progress | None = None,
+) -> QuantizationResult:
+    """Measure every variant of `plan` for the model of `config` (already `loaded` once,
+    which gives the module layout, the tokenizer and whether the weights are random)."""
+    from profiling.quantization.measure import Job
+    from profiling.quantization.report import finding, warnings_for
+
+    job = Job(config, loaded, device, run_dtype, plan, clock or clock_for(device))
+    specs = variant_specs(plan)
+    variants = []
+    for i, spec in enumerate(specs):
+        _report(progress, i / len(specs), f"{spec.name}: loading and measuring")
+        variants.append(_one(job, spec))
+        _report(progress, (i + 1) / len(specs), f"{spec.name}: {_status_text(variants[-1])}")
+    result = QuantizationResult(
+        model=loaded.info.name,
+        config_only=loaded.info.config_only,
+        quality_meaningful=job.quality_meaningful,
+        quality_convention=QUALITY_CONVENTION,
+        reference=job.reference_name or specs[0].name,
+        prompt_set_version=plan.prompts.version or None,
+        eval_text_tokens=len(job.eval_ids) if job.quality_meaningful else 0,
+        max_new_tokens=plan.max_new_tokens,
+        variants=variants,
+    )
+    result.finding = finding(result)
+    result.warnings = warnings_for(result, device) + job.warnings
+    if job.reference_name not in (None, specs[0].name):
+        result.warnings.append(
+            f"{specs[0].name} could not be measured, so {job.reference_name} is the reference"
+        )
+    return result
+
+
+def _one(job: Any, spec: Spec) -> QuantVariant:
+    from profiling.errors import is_out_of_memory, one_line
+    from profiling.quantization.methods import NotAvailable
+
+    variant = QuantVariant(name=spec.name, precision=spec.precision, status=MEASURED)
+    try:
+        job.measure(spec, variant)
+    except NotAvailable as exc:
+        variant.status, variant.reason = NOT_AVAILABLE, str(exc)
+    except Exception as exc:  # one variant's failure is a finding; the job goes on
+        oom = is_out_of_memory(exc)
+        variant.status = DOES_NOT_FIT if oom else FAILED
+        variant.reason = ("out of memory: " if oom else f"{type(exc).__name__}: ") + one_line(exc)
+    finally:
+        job.free()
+    return variant
+
+
+def _status_text(variant: QuantVariant) -> str:
+    if variant.status == MEASURED:
+        return "measured"
+    return f"{variant.status.replace('_', ' ')} ({variant.reason})"
+
+
+def _report(progress: Progress | None, fraction: float, message: str) -> None:
+    if progress is not None:
+        progress(PHASE, min(1.0, fraction), message)
+
+
+# -- wiring into the runner -------------------------------------------------------
+
+
+def run_for_context(context: Any) -> dict[str, Any]:
+    """The experiment as the registry calls it (`context`: an ExperimentContext)."""
+    plan = make_plan(context.config, context.dtype)
+    result = run_quantization(
+        context.config,
+        context.loaded,
+        context.device,
+        context.dtype,
+        plan,
+        clock=context.clock,
+        progress=context.progress,
+    )
+    return result.to_dict()
