@@ -26,10 +26,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from profiling import hardware
+from profiling.caching.sample import read_prompt_sample
 from profiling.config import (
     BOTTLENECKS,
     DEVICES,
     DTYPES,
+    KEEP_CHOICES,
+    PRECISIONS,
     SOURCES,
     ConfigError,
     Hardware,
@@ -79,10 +82,37 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", metavar="MODEL", help="speculative: draft model (demo name, dir, id)")
     p.add_argument("--spec-k", default="", metavar="1,2,4", help="speculative: draft lengths")
     p.add_argument(
+        "--precisions",
+        default="",
+        metavar="fp32,bf16,int8",
+        help=f"quantization: precisions to compare, the first is the reference "
+        f"({', '.join(PRECISIONS)})",
+    )
+    p.add_argument(
+        "--quant-keep",
+        default="",
+        metavar="lm_head,embeddings",
+        help=f"quantization: also run each quantized precision with these parts kept "
+        f"({', '.join(KEEP_CHOICES)})",
+    )
+    p.add_argument(
+        "--tp-measure",
+        type=int,
+        metavar="N",
+        help="parallel: also run the model split over N processes with torchrun "
+        "(0 off; default: 2 only with two or more CUDA GPUs)",
+    )
+    p.add_argument(
         "--no-prompt-lookup",
         dest="prompt_lookup",
         action="store_false",
         help="speculative: skip n-gram prompt-lookup drafting",
+    )
+    p.add_argument(
+        "--prompts",
+        type=Path,
+        metavar="FILE",
+        help="caching: your prompts, one per line, or JSON Lines with a prompt or messages",
     )
     p.add_argument(
         "--allow-root",
@@ -123,9 +153,17 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         draft=args.draft,
         spec_ks=_int_list("--spec-k", args.spec_k),
         prompt_lookup=args.prompt_lookup,
+        precisions=_names(args.precisions),
+        quant_keep=_names(args.quant_keep),
+        tp_measure=args.tp_measure,
+        prompt_sample=read_prompt_sample(args.prompts) if args.prompts else [],
     )
     config.validate()
     return config
+
+
+def _names(text: str) -> list[str]:
+    return [part.strip() for part in text.split(",") if part.strip()]
 
 
 def _int_list(flag: str, text: str) -> list[int]:

@@ -62,6 +62,12 @@ LIMITS = {
     "shared_prefix_tokens": (0, 1_048_576),
     "gpu_count": (1, 1024),
 }
+# Prefix caching: the most a prompt sample may hold (the file, and the parsed
+# prompts a config carries to a worker). See profiling.caching.sample.
+PROMPT_SAMPLE_MAX_BYTES = 16_000_000  # SI, like every byte figure here
+PROMPT_SAMPLE_MAX_PROMPTS = 20_000
+# Parallel: the process counts a measured tensor-parallel run may use (0: off).
+TP_MEASURE_SIZES = (0, 2, 4, 8)
 
 
 class ConfigError(ValueError):
@@ -140,6 +146,14 @@ class ProfileConfig:
     # precision; each quantized precision is then also run with them kept.
     precisions: list[str] = field(default_factory=list)
     quant_keep: list[str] = field(default_factory=list)
+    # Prefix caching: the user's own prompts, in the order a server would see
+    # them (parsed by profiling.caching.sample; chat messages are already
+    # rendered to one string each there). Empty: no sample.
+    prompt_sample: list[str] = field(default_factory=list)
+    # Parallel: measure tensor parallelism over this many processes (torchrun;
+    # gloo on CPU, nccl on CUDA). None: 2 where two or more CUDA GPUs are
+    # visible, else off; 0: off.
+    tp_measure: int | None = None
 
     def validate(self) -> None:
         if not self.model or len(self.model) > 1024:
@@ -160,6 +174,9 @@ class ProfileConfig:
             raise ConfigError("each precision may be listed once")
         for name in self.quant_keep:
             _check_choice("part to keep", name, tuple(KEEP_CHOICES))
+        _check_prompt_sample(self.prompt_sample)
+        if self.tp_measure is not None and self.tp_measure not in TP_MEASURE_SIZES:
+            raise ConfigError("tp_measure must be 0 (off), 2, 4 or 8 processes")
         self.workload.validate()
         self.hardware.validate()
 
@@ -178,6 +195,22 @@ def _check_range(name: str, value: int) -> None:
     low, high = LIMITS[name]
     if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
         raise ConfigError(f"{name} must be a whole number from {low:,} to {high:,}")
+
+
+def _check_prompt_sample(prompts: list[str]) -> None:
+    if len(prompts) > PROMPT_SAMPLE_MAX_PROMPTS:
+        raise ConfigError(
+            f"the prompt sample has {len(prompts):,} prompts; the limit is "
+            f"{PROMPT_SAMPLE_MAX_PROMPTS:,}"
+        )
+    if any(not isinstance(p, str) or not p for p in prompts):
+        raise ConfigError("every prompt of the prompt sample must be a non-empty string")
+    size = sum(len(p.encode("utf-8", "surrogatepass")) for p in prompts)
+    if size > PROMPT_SAMPLE_MAX_BYTES:
+        raise ConfigError(
+            f"the prompt sample holds {size / 1e6:,.1f} MB of text; the limit is "
+            f"{PROMPT_SAMPLE_MAX_BYTES / 1e6:,.1f} MB"
+        )
 
 
 def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:

@@ -53,8 +53,34 @@ def _speculative(context: ExperimentContext) -> dict[str, Any]:
     )
 
 
-# Later work registers "quantization", "caching", "parallel".
-REGISTRY: dict[str, Experiment] = {"speculative": _speculative}
+def _quantization(context: ExperimentContext) -> dict[str, Any]:
+    from profiling.experiments import quantization
+
+    return quantization.run_for_context(context)
+
+
+def _caching(context: ExperimentContext) -> dict[str, Any]:
+    from profiling.experiments import caching
+
+    return caching.run_for_context(context)
+
+
+def _parallel(context: ExperimentContext) -> dict[str, Any]:
+    from profiling.experiments import parallel
+
+    result = parallel.run_for_context(context)
+    # Disaggregation is reported beside it, at the top level of the profile JSON
+    # (see profiling.experiments.parallel); the runner then stores "parallel".
+    context.profile.experiments["disaggregation"] = result["disaggregation"]
+    return result
+
+
+REGISTRY: dict[str, Experiment] = {
+    "caching": _caching,
+    "parallel": _parallel,
+    "quantization": _quantization,
+    "speculative": _speculative,
+}
 
 
 def get_experiment(name: str) -> Experiment:
