@@ -122,6 +122,9 @@ def _run(
     if busy and device == "cpu":
         profile.warnings.append(busy)
     _run_experiments(profile, experiments, loaded, device, dtype, clock, progress)
+    # The prompt sample (up to 16 MB) has been analysed; the result keeps its
+    # figures (`caching.prompt_sample`), not a second copy of the prompts.
+    profile.config = config.replace(prompt_sample=[])
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
     return profile

@@ -240,6 +240,7 @@ def test_the_cli_profiles_caching_with_a_prompt_file(tmp_path: Path) -> None:
         assert p["outputs_match"] is True and p["prompt_tokens"] == 128
     sample = data["caching"]["prompt_sample"]
     assert sample["prompts"] == 30 and sample["reusable_tokens"] > 0
+    assert data["config"]["prompt_sample"] == []  # its figures are kept, not the prompts again
     assert {"total_tokens", "reuse_fraction", "hit_rate", "shared_prefix_histogram"} <= (
         sample.keys()
     )
