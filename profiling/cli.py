@@ -2,6 +2,8 @@
 
     profile MODEL [flags]        readable summary on stdout, progress on stderr,
                                  Profile JSON with --json PATH
+    estimate MODEL --gpu KIND    advice and projected figures from a config alone
+                                 (profiling.estimate_cli); no weights, no download
     job --spec S.json --out R.json
                                  the web app's worker entry: progress as JSON lines
                                  on stdout, the result (or an error) in R.json
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from profiling import hardware
+from profiling.advice.text import render_advice
 from profiling.caching.sample import read_prompt_sample
 from profiling.config import (
     BOTTLENECKS,
@@ -58,17 +61,16 @@ def build_parser() -> argparse.ArgumentParser:
     job.set_defaults(func=cmd_job)
     devices = commands.add_parser("devices", help="list this machine's devices as JSON")
     devices.set_defaults(func=cmd_devices)
+    from profiling import estimate_cli
+
+    estimate_cli.register(commands)
     return parser
 
 
-def _add_profile_flags(p: argparse.ArgumentParser) -> None:
+def add_workload_flags(p: argparse.ArgumentParser) -> None:
+    """The user's workload, deployment GPU and dtype: shared by `profile` and `estimate`."""
     w = Workload()
-    p.add_argument("model", help="demo name, Hugging Face repo id, or local directory")
-    p.add_argument("--source", choices=SOURCES, default="auto")
-    p.add_argument("--device", choices=DEVICES, default="auto")
     p.add_argument("--dtype", choices=DTYPES, default="auto")
-    p.add_argument("--quick", action="store_true", help="a short sweep (seconds on a tiny model)")
-    p.add_argument("--json", type=Path, metavar="PATH", help="write the Profile JSON here")
     p.add_argument("--prompt-tokens", type=int, default=w.prompt_tokens)
     p.add_argument("--output-tokens", type=int, default=w.output_tokens)
     p.add_argument("--concurrency", type=int, default=w.concurrency)
@@ -78,6 +80,39 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", metavar="KIND", help="deployment GPU for the fit check, e.g. h100")
     p.add_argument("--gpus", type=int, default=1, help="how many of them")
     p.add_argument("--stated-bottleneck", choices=BOTTLENECKS, default="unsure")
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """The validated Workload of the shared flags."""
+    workload = Workload(
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        concurrency=args.concurrency,
+        shared_prefix_tokens=args.shared_prefix_tokens,
+        ttft_ms=args.ttft_ms,
+        tpot_ms=args.tpot_ms,
+    )
+    workload.validate()
+    return workload
+
+
+def gpu_kind_from_args(args: argparse.Namespace) -> str | None:
+    """The catalog key of `--gpu`, or None; a ConfigError for an unknown kind."""
+    if not args.gpu:
+        return None
+    try:
+        return hardware.lookup(args.gpu).key
+    except hardware.UnknownGPU as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _add_profile_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", help="demo name, Hugging Face repo id, or local directory")
+    p.add_argument("--source", choices=SOURCES, default="auto")
+    p.add_argument("--device", choices=DEVICES, default="auto")
+    p.add_argument("--quick", action="store_true", help="a short sweep (seconds on a tiny model)")
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the Profile JSON here")
+    add_workload_flags(p)
     p.add_argument("--experiments", default="", metavar="A,B", help="optional experiments")
     p.add_argument("--draft", metavar="MODEL", help="speculative: draft model (demo name, dir, id)")
     p.add_argument("--spec-k", default="", metavar="1,2,4", help="speculative: draft lengths")
@@ -126,27 +161,14 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> ProfileConfig:
     """The validated ProfileConfig the `profile` flags describe."""
-    gpu_kind = None
-    if args.gpu:
-        try:
-            gpu_kind = hardware.lookup(args.gpu).key
-        except hardware.UnknownGPU as exc:
-            raise ConfigError(str(exc)) from None
     config = ProfileConfig(
         model=args.model,
         source=args.source,
         device=args.device,
         dtype=args.dtype,
         quick=args.quick,
-        workload=Workload(
-            prompt_tokens=args.prompt_tokens,
-            output_tokens=args.output_tokens,
-            concurrency=args.concurrency,
-            shared_prefix_tokens=args.shared_prefix_tokens,
-            ttft_ms=args.ttft_ms,
-            tpot_ms=args.tpot_ms,
-        ),
-        hardware=Hardware(gpu_kind=gpu_kind, gpu_count=args.gpus),
+        workload=workload_from_args(args),
+        hardware=Hardware(gpu_kind=gpu_kind_from_args(args), gpu_count=args.gpus),
         stated_bottleneck=args.stated_bottleneck,
         experiments=[e.strip() for e in args.experiments.split(",") if e.strip()],
         allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots],
@@ -429,6 +451,8 @@ def render_summary(p: Profile) -> str:
     )
     if p.verdict:
         lines += ["", "Verdict", f"  {p.verdict.summary}", f"  basis: {p.verdict.basis}"]
+    if p.advice:
+        lines += render_advice(p.advice)
     if p.warnings:
         lines += ["", "Warnings"] + [f"  - {w}" for w in p.warnings]
     return "\n".join(lines)

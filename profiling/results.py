@@ -198,6 +198,10 @@ class Profile:
     warnings: list[str] = field(default_factory=list)
     experiments: dict[str, Any] = field(default_factory=dict)
     schema_version: int = SCHEMA_VERSION
+    # Derived after the measurements (profiling.advice.build): the advice's and each
+    # prediction point's `to_dict()`. None in results written before they existed.
+    advice: dict[str, Any] | None = None
+    predictions: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON tree; each experiment's result sits at the top level under its name

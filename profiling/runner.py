@@ -125,9 +125,27 @@ def _run(
     # The prompt sample (up to 16 MB) has been analysed; the result keeps its
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
     profile.config = config.replace(prompt_sample=[])
+    attach_advice(profile, loaded.model.config.to_dict())
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
     return profile
+
+
+def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
+    """Set `profile.advice` and `profile.predictions` from the measurements (pure arithmetic).
+
+    A failure here must not cost the measurements: it becomes a warning.
+    """
+    from profiling.advice.build import advise_profile, profile_predictions
+    from profiling.estimate import Shapes
+
+    try:
+        shapes = Shapes.from_config(model_config)
+        data = profile.to_dict()
+        profile.predictions = [p.to_dict() for p in profile_predictions(data, shapes)]
+        profile.advice = advise_profile(data, shapes).to_dict() if profile.verdict else None
+    except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
+        profile.warnings.append(f"advice and predictions could not be computed: {exc!r}")
 
 
 def busy_machine_warning() -> str | None:

@@ -26,6 +26,7 @@ import profiling.errors, profiling.verdict, profiling.experiments, profiling.tim
 import profiling.quantization.results, profiling.quantization.report
 import profiling.experiments.quantization
 import profiling.parallel.results, profiling.parallel.plans, profiling.experiments.parallel
+import profiling.advice.build, profiling.advice.text, profiling.estimate_cli
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
 """
 

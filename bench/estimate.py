@@ -1,0 +1,93 @@
+"""The analytic estimate: how fast it answers, and how close its calibrated predictions come.
+
+    python bench/estimate.py                 # every shipped config on H100, then demo on CPU
+    python bench/estimate.py --gpu A100-80GB --threads 1
+
+1. For each shipped config (profiling/data/configs): the wall time of an
+   estimate with advice (`profiling.advice.build.estimate_report`: shapes →
+   projection → bottleneck → ranked recommendations), median of repeats.
+   Goal: ≤ 50 ms each.
+2. A full (non-quick) profile of `demo` on this machine, then each measured
+   prefill and decode point predicted by a fit to the other points of its
+   phase (`profiling.estimate.leave_one_out`). Goal: median |error| ≤ 10 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from profiling import hardware  # noqa: E402
+from profiling.advice.build import estimate_report  # noqa: E402
+from profiling.config import ProfileConfig, Workload  # noqa: E402
+from profiling.estimate import Shapes, leave_one_out, median_abs_error, shipped_configs  # noqa: E402
+
+GOAL_MS, GOAL_ERROR = 50.0, 0.10
+
+
+def time_estimates(gpu_kind: str, repeats: int) -> None:
+    gpu = hardware.lookup(gpu_kind)
+    workload = Workload(prompt_tokens=2048, output_tokens=256, concurrency=16)
+    where = f"1× {gpu.key}, 2048+256 tokens × 16"
+    print(f"Analytic estimate + advice on {where} (goal ≤ {GOAL_MS:.0f} ms)")
+    for name, config in shipped_configs().items():
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            advice, _ = estimate_report(Shapes.from_config(config), gpu, 1, "bfloat16", workload)
+            times.append(time.perf_counter() - start)
+        ms = statistics.median(times) * 1e3
+        first = advice.first.setting if advice.first else "-"
+        print(f"  {name:15s} {ms:7.2f} ms  {'ok' if ms <= GOAL_MS else 'OVER'}  "
+              f"bottleneck {advice.bottleneck}; first: {first}")  # fmt: skip
+
+
+def calibration_error(threads: int | None) -> None:
+    import torch
+
+    from profiling.demo import ensure_demo
+    from profiling.runner import run_profile
+
+    if threads:
+        torch.set_num_threads(threads)
+    config = ProfileConfig(
+        model="demo", device="cpu", quick=False,
+        workload=Workload(prompt_tokens=256, output_tokens=64, concurrency=4),
+    )  # fmt: skip
+    start = time.perf_counter()
+    profile = run_profile(config).to_dict()
+    took = time.perf_counter() - start
+    shapes = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
+    predictions = leave_one_out(shapes, profile)
+    print(f"\nCalibrated prediction on demo, each point left out of its fit "
+          f"(full profile, {took:.0f} s, {torch.get_num_threads()} threads)")  # fmt: skip
+    for p in predictions:
+        at = ", ".join(f"{k} {v}" for k, v in p.at.items())
+        print(f"  {p.metric:24s} {at:34s} predicted {p.predicted * 1e3:8.3f} ms  "
+              f"measured {p.measured * 1e3:8.3f} ms  error {p.error:+7.1%}")  # fmt: skip
+    error = median_abs_error(predictions)
+    verdict = "ok" if error is not None and error <= GOAL_ERROR else "OVER"
+    print(f"  median |error| {error:.1%} over {len(predictions)} points "
+          f"(goal ≤ {GOAL_ERROR:.0%}): {verdict}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--gpu", default="H100")
+    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--threads", type=int, help="torch threads for the demo profile")
+    parser.add_argument("--skip-demo", action="store_true", help="only time the estimates")
+    args = parser.parse_args()
+    time_estimates(args.gpu, args.repeats)
+    if not args.skip_demo:
+        calibration_error(args.threads)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,289 @@
+"""The advice and the predictions of a profile, or of an analytic estimate.
+
+    advise_profile(profile_dict, shapes)        -> Advice (basis "measured")
+    profile_predictions(profile_dict, shapes)   -> [PredictionPoint]
+    estimate_report(shapes, gpu, ...)           -> (Advice, [PredictionPoint]), all "estimated"
+
+Predictions of a profile: every measured prefill and decode point predicted
+by a fit that left it out (`calibrated`); the weight and KV bytes from the
+model's shapes against the measured bytes (`estimated`); the user's workload
+projected with the fit to all points (`projected`) beside the verdict's
+figures interpolated from the measured sweep; and, when the deployment GPU is
+not this device, the workload on that GPU from its datasheet (`estimated`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from profiling import hardware
+from profiling.advice.bottleneck import classify, label, prompt_reuse
+from profiling.advice.facts import Facts
+from profiling.advice.quality import DEFAULT_TOLERANCE
+from profiling.advice.recommend import RULES, rank
+from profiling.advice.results import (
+    CALIBRATED,
+    ESTIMATED,
+    PROJECTED,
+    TECHNIQUES,
+    Advice,
+    MissingExperiment,
+    NotRecommended,
+    PredictionPoint,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.advice.text import gb
+from profiling.config import Workload
+from profiling.estimate import (
+    Projection,
+    Shapes,
+    assumed,
+    calibrate,
+    leave_one_out,
+    project,
+    relative_error,
+)
+from profiling.hardware import GPU
+
+RANKING = (
+    "recommendations acting on the bottleneck first, then by expected gain: the factor by "
+    "which the figure they act on improves (TPOT, TTFT, or requests that fit; making the "
+    "workload fit counts as 10×)"
+)
+MISSING_HINTS = {
+    "quantization": "run it to measure speed and quality on your model",
+    "speculative": "its gain rests on how many drafted tokens are accepted, which only a run "
+    "measures",
+    "caching": "send a prompt sample or a shared prefix to measure the reuse",
+    "parallel": "run it to size each device from the real parameters",
+    "disaggregation": "the parallel experiment measures a prefill joining decode steps",
+}
+
+
+def advise(facts: Facts, tolerance: QualityTolerance = DEFAULT_TOLERANCE) -> Advice:
+    bottleneck, numbers = classify(facts, tolerance)
+    recommendations: list[Recommendation] = []
+    refused: list[NotRecommended] = []
+    for rule in RULES.values():
+        for outcome in rule(facts, bottleneck, tolerance):
+            bucket = recommendations if isinstance(outcome, Recommendation) else refused
+            bucket.append(outcome)  # type: ignore[arg-type]
+    recommendations = rank(recommendations, bottleneck)
+    reason = why(bottleneck, facts)
+    agrees, note = agreement(facts, bottleneck, reason)
+    return Advice(
+        basis=facts.basis,
+        bottleneck=bottleneck,
+        bottleneck_label=label(bottleneck),
+        summary=summary(bottleneck, reason, recommendations),
+        deciding_numbers=numbers,
+        stated_bottleneck=facts.stated_bottleneck,
+        agrees=agrees,
+        agreement_note=note,
+        recommendations=recommendations,
+        not_recommended=refused,
+        experiments_missing=missing(facts, recommendations, refused),
+        quality_tolerance=tolerance,
+        ranking=RANKING,
+    )
+
+
+def why(bottleneck: str, facts: Facts) -> str:
+    """The deciding figures of `bottleneck` in one clause."""
+    fit = facts.fit
+    if bottleneck in ("memory", "devices") and fit is not None:
+        where = f"{fit.gpu_count}× {fit.gpu_kind}"
+        need, usable = gb(fit.required_bytes), gb(fit.available_bytes)
+        text = f"weights + KV cache need {need} of {usable} usable on {where}"
+        return text + (", even with quantized weights" if bottleneck == "devices" else "")
+    if bottleneck == "prompt":
+        reuse, _ = prompt_reuse(facts)
+        text = f"prefill is {facts.prefill_share:.0%} of a request's time"
+        return text + (f" and {reuse:.0%} of prompt tokens are repeated" if reuse else "")
+    text = f"decode is {facts.decode_share:.0%} of a request's time"
+    intensity, ridge = facts.decode_intensity(), facts.ridge_point()
+    if intensity is not None and ridge is not None and intensity < ridge:
+        text += (f", at {intensity:.0f} FLOP/byte against the GPU's ridge point of {ridge:.0f}: "
+                 "memory-bandwidth-bound")  # fmt: skip
+    return text
+
+
+def summary(bottleneck: str, reason: str, recommendations: list[Recommendation]) -> str:
+    line = f"{label(bottleneck)}: {reason}."
+    if not recommendations:
+        return line + " No technique measured here would help."
+    first = recommendations[0]
+    return line + f" First: {first.setting} ({first.expected_effect.text}; {first.basis})."
+
+
+def agreement(facts: Facts, bottleneck: str, reason: str) -> tuple[bool | None, str]:
+    stated = facts.stated_bottleneck
+    if stated == "unsure":
+        return None, f"you were not sure; the figures point to: {label(bottleneck).lower()}"
+    if stated == bottleneck:
+        return True, f"the figures agree: {reason}"
+    return False, f"the figures point elsewhere: {reason}; {_against(stated, facts)}"
+
+
+def _against(stated: str, facts: Facts) -> str:
+    fit = facts.fit
+    if stated in ("memory", "devices"):
+        if fit is None:
+            return "no deployment GPU was named, so capacity could not be judged"
+        where = f"{fit.gpu_count}× {fit.gpu_kind}"
+        return f"weights + KV cache fit on {where} with {gb(fit.headroom_bytes)} to spare"
+    if stated == "prompt":
+        return f"prefill is only {facts.prefill_share:.0%} of a request's time"
+    return f"decode is only {facts.decode_share:.0%} of a request's time"
+
+
+def missing(
+    facts: Facts, recommendations: list[Recommendation], refused: list[NotRecommended]
+) -> list[MissingExperiment]:
+    judged = {r.technique for r in recommendations} | {r.technique for r in refused}
+    out = []
+    for technique in TECHNIQUES:
+        if technique in facts.experiments:
+            continue
+        how = "estimated" if technique in judged else "not judged"
+        lead = "not run in this job" if facts.measured else "no experiment runs in an estimate"
+        then = "an estimate stands in (marked estimated)" if how == "estimated" else "not judged"
+        note = f"{lead}: {then}; {MISSING_HINTS[technique]}"
+        out.append(MissingExperiment(technique, how, note))
+    return out
+
+
+# -- a profile ------------------------------------------------------------------
+
+
+def advise_profile(
+    profile: dict[str, Any],
+    shapes: Shapes | None = None,
+    tolerance: QualityTolerance = DEFAULT_TOLERANCE,
+) -> Advice:
+    """The advice for a profile's JSON; raises ValueError when it has no verdict."""
+    return advise(Facts.from_profile(profile, shapes), tolerance)
+
+
+def profile_predictions(profile: dict[str, Any], shapes: Shapes) -> list[PredictionPoint]:
+    env, mem = profile["environment"], profile["memory"]
+    dtype, device = env.get("dtype") or "float32", env.get("device_name") or env.get("device")
+    out = [
+        PredictionPoint(p.metric, "s", {**p.at, "device": device}, p.predicted, p.measured,
+                        p.error, CALIBRATED, "predicted by a fit to the other points of its phase")
+        for p in leave_one_out(shapes, profile)
+    ]  # fmt: skip
+    for metric, predicted, measured in (
+        ("weights_bytes", shapes.weights_bytes(dtype), mem["weights_bytes"]),
+        ("kv_cache_bytes_per_token", shapes.kv_bytes_per_token(dtype),
+         mem["kv_cache_bytes_per_token"]),
+    ):  # fmt: skip
+        out.append(
+            PredictionPoint(metric, "bytes", {"dtype": dtype}, float(predicted), float(measured),
+                            relative_error(predicted, measured), ESTIMATED,
+                            "from the model's shapes, against the loaded tensors' bytes")
+        )  # fmt: skip
+    out += _workload_projection(profile, shapes, dtype, device)
+    return out
+
+
+def _workload_projection(
+    profile: dict[str, Any], shapes: Shapes, dtype: str, device: str
+) -> list[PredictionPoint]:
+    config, verdict, mem = profile["config"], profile.get("verdict"), profile["memory"]
+    workload = Workload(**config["workload"])
+    calibration = calibrate(shapes, profile, device)
+    projection = _project(shapes, calibration, dtype, workload, None, 1)
+    measured = None
+    if verdict:
+        kv = mem["kv_cache_bytes_per_token"] * workload.concurrency * workload.context_tokens
+        measured = {
+            "ttft_seconds": verdict["prefill_seconds"],
+            "tpot_seconds": verdict["tpot_ms"] / 1e3,
+            "decode_tokens_per_second": workload.concurrency / (verdict["tpot_ms"] / 1e3),
+            "memory_bytes": float(mem["weights_bytes"] + kv),
+        }
+    note = (
+        f"your workload projected with rates fitted to every measured point on {device}; "
+        "measured: the verdict's interpolation of the measured sweep at this workload"
+    )
+    out = projection_points(projection, workload, device, PROJECTED, measured, note)
+    gpu = _target_gpu(config, profile["environment"])
+    if gpu is not None:
+        target_dtype = dtype if dtype in ("bfloat16", "float16") else "bfloat16"
+        rates = assumed(gpu, target_dtype)
+        count = config["hardware"].get("gpu_count", 1)
+        target = _project(shapes, rates, target_dtype, workload, gpu, count)
+        out += projection_points(target, workload, f"{count}× {gpu.key}", ESTIMATED, None,
+                                 rates.note)  # fmt: skip
+    return out
+
+
+def _target_gpu(config: dict[str, Any], env: dict[str, Any]) -> GPU | None:
+    """The deployment GPU when it is not the device the profile ran on."""
+    kind = config["hardware"].get("gpu_kind")
+    if not kind or kind == env.get("gpu_kind"):
+        return None
+    try:
+        return hardware.lookup(kind)
+    except hardware.UnknownGPU:
+        return None
+
+
+def _project(
+    shapes: Shapes, rates: Any, dtype: str, w: Workload, gpu: GPU | None, count: int
+) -> Projection:
+    return project(shapes, rates, dtype, w.prompt_tokens, w.output_tokens, w.concurrency, gpu,
+                   count)  # fmt: skip
+
+
+def projection_points(
+    projection: Projection,
+    workload: Workload,
+    device: str,
+    basis: str,
+    measured: dict[str, float] | None,
+    note: str,
+) -> list[PredictionPoint]:
+    """The workload's TTFT, TPOT, decode throughput and memory from one projection."""
+    at = {
+        "prompt_tokens": workload.prompt_tokens,
+        "output_tokens": workload.output_tokens,
+        "concurrency": workload.concurrency,
+        "dtype": projection.dtype,
+        "device": device,
+    }
+    figures = (
+        ("ttft_seconds", "s", projection.ttft_seconds),
+        ("tpot_seconds", "s", projection.tpot_seconds),
+        ("decode_tokens_per_second", "tokens/s", projection.decode_tokens_per_second),
+        ("memory_bytes", "bytes", float(projection.weights_bytes + projection.kv_cache_bytes)),
+    )
+    out = []
+    for metric, unit, predicted in figures:
+        value = measured.get(metric) if measured else None
+        error = relative_error(predicted, value)
+        out.append(PredictionPoint(metric, unit, dict(at), predicted, value, error, basis, note))
+    return out
+
+
+# -- an estimate ----------------------------------------------------------------
+
+
+def estimate_report(
+    shapes: Shapes,
+    gpu: GPU,
+    gpu_count: int,
+    dtype: str,
+    workload: Workload,
+    stated_bottleneck: str = "unsure",
+    tolerance: QualityTolerance = DEFAULT_TOLERANCE,
+) -> tuple[Advice, list[PredictionPoint]]:
+    """Advice and projected figures from shapes and the datasheet alone (no measurement)."""
+    rates = assumed(gpu, dtype)
+    projection = _project(shapes, rates, dtype, workload, gpu, gpu_count)
+    facts = Facts.from_projection(projection, shapes, rates, workload, gpu, stated_bottleneck)
+    where = f"{gpu_count}× {gpu.key}"
+    points = projection_points(projection, workload, where, ESTIMATED, None, rates.note)
+    return advise(facts, tolerance), points

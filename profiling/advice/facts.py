@@ -1,0 +1,191 @@
+"""The figures the advice rests on, read from a profile or from an analytic projection.
+
+`Facts.from_profile` reads a profile's JSON (`Profile.to_dict()`), so a stored
+report can be advised again by the site without torch; `Facts.from_projection`
+builds the same figures from shapes and datasheet rates for
+`python -m profiling estimate`. The rules never look anywhere else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiling import hardware, memory, serde
+from profiling.advice.results import ESTIMATED, MEASURED
+from profiling.config import Workload
+from profiling.estimate import DTYPE_BYTES, Calibration, Projection, Shapes, calibrate
+from profiling.hardware import GPU
+from profiling.results import FitCheck
+from profiling.verdict import nearest_batch
+
+
+@dataclass
+class Facts:
+    """One request of the user's workload on their hardware, and what the experiments found."""
+
+    basis: str  # MEASURED (a profile) or ESTIMATED (shapes and datasheet)
+    workload: Workload
+    stated_bottleneck: str
+    dtype: str  # of the weights the figures are for
+    device: str  # where the times come from: "cpu", "cuda:0", "H100-SXM (datasheet)"
+    gpu: GPU | None  # the deployment GPU (or this one), for capacity and peaks
+    gpu_count: int
+    ttft_seconds: float
+    tpot_seconds: float
+    prefill_share: float  # of one request's end-to-end time
+    decode_share: float
+    end_to_end_seconds: float
+    ttft_meets_target: bool | None
+    tpot_meets_target: bool | None
+    weights_bytes: int
+    kv_bytes_per_token: int
+    fit: FitCheck | None
+    timing_key: str  # where the times are in the JSON: "verdict" or "predictions"
+    decode_fraction_of_peak: float | None = None
+    prefill_fraction_of_peak: float | None = None
+    shapes: Shapes | None = None
+    calibration: Calibration | None = None
+    experiments: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def measured(self) -> bool:
+        return self.basis == MEASURED
+
+    @property
+    def decode_context(self) -> int:
+        """The mean context over a generation: prompt + output / 2."""
+        return self.workload.prompt_tokens + self.workload.output_tokens // 2
+
+    def decode_intensity(self) -> float | None:
+        """FLOPs per byte read in one decode step at the user's concurrency."""
+        if self.shapes is None or self.dtype not in DTYPE_BYTES:
+            return None
+        batch, context = self.workload.concurrency, self.decode_context
+        flops = self.shapes.decode_flops(batch, context)
+        return flops / self.shapes.decode_bytes(self.dtype, batch, context)
+
+    def ridge_point(self) -> float | None:
+        """FLOPs per byte where the deployment GPU turns from memory- to compute-bound."""
+        if self.gpu is None:
+            return None
+        peak = self.gpu.peak_flops(self.dtype) or self.gpu.bf16_flops_per_second
+        return peak / self.gpu.memory_bandwidth_bytes_per_second if peak else None
+
+    def fit_with_weights(self, weights_bytes: int) -> FitCheck | None:
+        """The fit check again with other weights (a quantized variant's)."""
+        if self.gpu is None:
+            return None
+        return memory.fit_check(
+            weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu, self.gpu_count
+        )
+
+    @classmethod
+    def from_profile(cls, profile: dict[str, Any], shapes: Shapes | None = None) -> Facts:
+        """Facts of a measured profile (its `to_dict()`); raises ValueError without a verdict."""
+        verdict = profile.get("verdict")
+        if not verdict:
+            raise ValueError("the profile has no verdict (no prefill or decode points)")
+        config, env, mem = profile["config"], profile["environment"], profile["memory"]
+        workload = Workload(**config["workload"])
+        names = profile.get("experiments_run", [])
+        experiments = {n: profile[n] for n in names if n in profile}
+        if "disaggregation" in profile and profile["disaggregation"] is not None:
+            experiments.setdefault("disaggregation", profile["disaggregation"])
+        fit = serde.from_dict(FitCheck, mem["fit"]) if mem.get("fit") else None
+        gpu = _gpu(config["hardware"].get("gpu_kind") or env.get("gpu_kind"))
+        calibration = None
+        if shapes is not None and profile.get("prefill") and profile.get("decode"):
+            calibration = calibrate(shapes, profile, env.get("device_name", ""))
+        return cls(
+            basis=MEASURED,
+            workload=workload,
+            stated_bottleneck=config.get("stated_bottleneck", "unsure"),
+            dtype=env.get("dtype") or "float32",
+            device=env.get("device", ""),
+            gpu=gpu,
+            gpu_count=config["hardware"].get("gpu_count", 1),
+            ttft_seconds=verdict["ttft_ms"] / 1e3,
+            tpot_seconds=verdict["tpot_ms"] / 1e3,
+            prefill_share=verdict["prefill_share"],
+            decode_share=verdict["decode_share"],
+            end_to_end_seconds=verdict["end_to_end_seconds"],
+            ttft_meets_target=verdict.get("ttft_meets_target"),
+            tpot_meets_target=verdict.get("tpot_meets_target"),
+            weights_bytes=mem["weights_bytes"],
+            kv_bytes_per_token=mem["kv_cache_bytes_per_token"],
+            fit=fit,
+            timing_key="verdict",
+            decode_fraction_of_peak=_decode_peak(profile["decode"], workload.concurrency),
+            prefill_fraction_of_peak=_prefill_peak(profile["prefill"], workload.prompt_tokens),
+            shapes=shapes,
+            calibration=calibration,
+            experiments=experiments,
+        )
+
+    @classmethod
+    def from_projection(
+        cls,
+        projection: Projection,
+        shapes: Shapes,
+        calibration: Calibration,
+        workload: Workload,
+        gpu: GPU,
+        stated_bottleneck: str = "unsure",
+    ) -> Facts:
+        """Facts of an analytic estimate: no experiment ran, every figure is derived."""
+        weights, kv_token = projection.weights_bytes, projection.kv_cache_bytes_per_token
+        fit = memory.fit_check(weights, kv_token, workload, gpu, projection.gpu_count)
+        decode_seconds = projection.tpot_seconds * workload.output_tokens
+        total = projection.ttft_seconds + decode_seconds
+        return cls(
+            basis=ESTIMATED,
+            workload=workload,
+            stated_bottleneck=stated_bottleneck,
+            dtype=projection.dtype,
+            device=f"{gpu.key} (datasheet)",
+            gpu=gpu,
+            gpu_count=projection.gpu_count,
+            ttft_seconds=projection.ttft_seconds,
+            tpot_seconds=projection.tpot_seconds,
+            prefill_share=projection.ttft_seconds / total,
+            decode_share=decode_seconds / total,
+            end_to_end_seconds=total,
+            ttft_meets_target=_meets(projection.ttft_seconds, workload.ttft_ms),
+            tpot_meets_target=_meets(projection.tpot_seconds, workload.tpot_ms),
+            weights_bytes=weights,
+            kv_bytes_per_token=kv_token,
+            fit=fit,
+            timing_key="predictions",
+            shapes=shapes,
+            calibration=calibration,
+        )
+
+
+def _gpu(kind: str | None) -> GPU | None:
+    if not kind:
+        return None
+    try:
+        return hardware.lookup(kind)
+    except hardware.UnknownGPU:
+        return None
+
+
+def _meets(seconds: float, target_ms: float | None) -> bool | None:
+    return None if target_ms is None else seconds * 1e3 <= target_ms
+
+
+def _decode_peak(points: list[dict[str, Any]], concurrency: int) -> float | None:
+    known = [p for p in points if p.get("fraction_of_peak") is not None]
+    if not known:
+        return None
+    batch = nearest_batch(sorted({p["batch_size"] for p in known}), concurrency)
+    return max(p["fraction_of_peak"] for p in known if p["batch_size"] == batch)
+
+
+def _prefill_peak(points: list[dict[str, Any]], prompt_tokens: int) -> float | None:
+    known = [p for p in points if p.get("fraction_of_peak") is not None]
+    if not known:
+        return None
+    nearest = min(known, key=lambda p: abs(p["prompt_tokens"] - prompt_tokens))
+    return nearest["fraction_of_peak"]

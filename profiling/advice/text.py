@@ -1,0 +1,57 @@
+"""The advice and the predictions in plain text, for the command line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def ms(seconds: float) -> str:
+    """Milliseconds: three significant figures below 100, whole above."""
+    return f"{seconds * 1e3:,.3g}" if seconds < 0.1 else f"{seconds * 1e3:,.0f}"
+
+
+def gb(n: float) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6)):
+        if abs(n) >= size / 10:
+            return f"{n / size:,.2f} {unit}"
+    return f"{n / 1e3:,.2f} KB"
+
+
+def render_advice(advice: dict[str, Any]) -> list[str]:
+    """Lines of the advice (its `to_dict()`): bottleneck, ranked recommendations, refusals."""
+    lines = ["", f"Advice ({advice['basis']})", f"  {advice['summary']}"]
+    if advice["stated_bottleneck"] != "unsure":
+        lines.append(f"  you said: {advice['stated_bottleneck']}; {advice['agreement_note']}")
+    for i, rec in enumerate(advice["recommendations"], 1):
+        lines.append(f"  {i}. {rec['technique']}: {rec['setting']} [{rec['basis']}]")
+        lines.append(f"     {rec['expected_effect']['text']}")
+        lines += [f"     evidence {e['key']}: {e['figure']}" for e in rec["evidence"]]
+        lines += [f"     caveat: {c}" for c in rec["caveats"]]
+    for item in advice["not_recommended"]:
+        lines.append(f"  not {item['technique']}: {item['why']}")
+    for item in advice["experiments_missing"]:
+        lines.append(f"  {item['technique']}: {item['note']}")
+    return lines
+
+
+def render_predictions(predictions: list[dict[str, Any]]) -> list[str]:
+    lines = ["", "Predictions"]
+    for p in predictions:
+        at = ", ".join(f"{k} {v}" for k, v in p["at"].items() if k != "device")
+        value = _value(p["predicted"], p["unit"])
+        if p["measured"] is None:
+            lines.append(f"  {p['metric']} at {at}: {value} [{p['basis']}]")
+            continue
+        lines.append(
+            f"  {p['metric']} at {at}: {value}, measured {_value(p['measured'], p['unit'])}, "
+            f"error {p['error']:+.1%} [{p['basis']}]"
+        )
+    return lines
+
+
+def _value(value: float, unit: str) -> str:
+    if unit == "s":
+        return f"{ms(value)} ms"
+    if unit == "bytes":
+        return gb(value)
+    return f"{value:,.1f} {unit}"

@@ -1,0 +1,119 @@
+"""`python -m profiling estimate MODEL --gpu KIND [--gpus N] [workload flags] [--json PATH]`.
+
+Advice and projected TTFT, TPOT, throughput and memory from a model's config
+and the GPU's datasheet alone: no weights are built and nothing is
+downloaded. MODEL is a shipped config name (`llama-3.1-8b`), a local
+directory holding config.json, or a path to a config.json. Every figure is
+marked "estimated"; the JSON has the same `advice` and `predictions` keys as
+a profiled job. Exit 2 for an unknown model or GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from profiling import hardware
+from profiling.config import ConfigError
+
+EXIT_OK, EXIT_BAD_INPUT = 0, 2
+DEFAULT_DTYPE = "bfloat16"
+
+
+def register(commands: Any) -> None:
+    """Add the `estimate` command to `python -m profiling`'s subcommands."""
+    from profiling.cli import add_workload_flags
+
+    p = commands.add_parser("estimate", help="advice and projections from a config (no weights)")
+    p.add_argument("model", help="shipped config name, directory with config.json, or its path")
+    add_workload_flags(p)
+    p.add_argument("--json", type=Path, metavar="PATH", help="write the estimate JSON here")
+    p.set_defaults(func=cmd_estimate)
+
+
+def read_model_config(model: str) -> tuple[dict[str, Any], str]:
+    """(the transformers config dict, where it came from); ConfigError when none is found."""
+    from profiling.estimate import shipped_configs
+
+    shipped = shipped_configs()
+    if model in shipped:
+        return shipped[model], "shipped config"
+    path = Path(model).expanduser()
+    if path.is_dir():
+        path = path / "config.json"
+    if path.is_file():
+        try:
+            return json.loads(path.read_text()), str(path)
+        except (OSError, ValueError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+    raise ConfigError(
+        f"unknown model {model!r}: give a shipped config ({', '.join(shipped)}), a directory "
+        "with config.json, or a config.json path (estimate never downloads)"
+    )
+
+
+def estimate(args: argparse.Namespace) -> dict[str, Any]:
+    """The estimate JSON for parsed flags; raises ConfigError on bad input."""
+    from profiling.advice.build import estimate_report
+    from profiling.cli import gpu_kind_from_args, workload_from_args
+    from profiling.estimate import Shapes
+
+    kind = gpu_kind_from_args(args)
+    if kind is None:
+        raise ConfigError(f"estimate needs --gpu KIND, one of: {', '.join(hardware.catalog())}")
+    gpu = hardware.lookup(kind)
+    workload = workload_from_args(args)
+    if not 1 <= args.gpus <= 1024:
+        raise ConfigError("gpus must be a whole number from 1 to 1,024")
+    config, source = read_model_config(args.model)
+    try:
+        shapes = Shapes.from_config(config)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ConfigError(
+            f"{args.model}: not a decoder config this estimate reads ({exc})"
+        ) from None
+    dtype = DEFAULT_DTYPE if args.dtype == "auto" else args.dtype
+    advice, points = estimate_report(
+        shapes, gpu, args.gpus, dtype, workload, args.stated_bottleneck
+    )
+    return {
+        "basis": "estimated",
+        "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},
+        "hardware": {"gpu_kind": gpu.key, "gpu_label": gpu.label, "gpu_count": args.gpus},
+        "dtype": dtype,
+        "workload": vars(workload),
+        "stated_bottleneck": args.stated_bottleneck,
+        "advice": advice.to_dict(),
+        "predictions": [p.to_dict() for p in points],
+    }
+
+
+def render(report: dict[str, Any]) -> str:
+    from profiling.advice.text import render_advice, render_predictions
+
+    model, hw = report["model"], report["hardware"]
+    lines = [
+        f"Model   {model['name']} ({model['source']}, "
+        f"{model['num_parameters'] / 1e9:,.2f} B parameters, {report['dtype']})",
+        f"GPUs    {hw['gpu_count']}× {hw['gpu_label']} (datasheet peaks, assumed efficiencies)",
+    ]
+    lines += render_predictions(report["predictions"]) + render_advice(report["advice"])
+    return "\n".join(lines)
+
+
+def cmd_estimate(args: argparse.Namespace) -> int:
+    from profiling.cli import write_json_atomic
+
+    try:
+        report = estimate(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(render(report))
+    if args.json:
+        write_json_atomic(args.json, report)
+        print(f"\nwrote {args.json}", file=sys.stderr)
+    return EXIT_OK
