@@ -15,13 +15,17 @@ from django import forms
 from django.conf import settings
 
 from advisor.jobs import dispatch
-from advisor.jobs.models import Job, Worker
+from advisor.jobs.models import Job, PromptSample, Worker
+from advisor.jobs.samples import sample_from_upload
 from profiling import hardware
 from profiling.config import (
     DTYPES,
     KEEP_CHOICES,
     LIMITS,
     PRECISIONS,
+    PROMPT_SAMPLE_MAX_BYTES,
+    PROMPT_SAMPLE_MAX_PROMPTS,
+    TP_MEASURE_SIZES,
     ConfigError,
     Hardware,
     Workload,
@@ -36,6 +40,10 @@ MAX_SPEC_KS = 8
 # quantizations (int4 needs CUDA; a CPU worker reports it "not available here").
 DEFAULT_PRECISIONS = ("fp32", "int8", "int4")
 MIN_PRECISIONS = 2
+# The measured tensor-parallel run: blank is the library's default.
+TP_MEASURE_CHOICES = [("", "Default: 2 processes where the worker has 2+ CUDA GPUs, else off")] + [
+    (str(n), f"{n} processes" if n else "Off") for n in TP_MEASURE_SIZES
+]
 # Same bound as `Workload.validate`: an hour per token is already absurd.
 MAX_TARGET_MS = 3_600_000.0
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -218,6 +226,28 @@ class JobForm(forms.ModelForm):
         help_text="Each quantized precision is then measured a second time with these parts "
         "left unquantized, to show what keeping them costs and saves.",
     )
+    prompt_file = forms.FileField(
+        label="Your prompts (optional)",
+        required=False,
+        allow_empty_file=True,  # the parser says "empty" in the CLI's words
+        widget=forms.FileInput(attrs={"accept": ".txt,.jsonl,.ndjson,.json,text/plain"}),
+        help_text='A text file with one prompt per line, or JSON Lines with a "prompt" '
+        'string or chat "messages" per line, in the order your server sees them '
+        f"(up to {PROMPT_SAMPLE_MAX_PROMPTS:,} prompts, {PROMPT_SAMPLE_MAX_BYTES / 1e6:,.0f} MB). "
+        "The report then says how much of their prefill a cache would reuse. Choosing a "
+        "file turns this experiment on.",
+    )
+    tp_measure = forms.TypedChoiceField(
+        label="Measured tensor-parallel run",
+        required=False,
+        choices=TP_MEASURE_CHOICES,
+        coerce=int,
+        empty_value=None,
+        help_text="Also run the model split over this many processes (torchrun) against one "
+        "process: per-device weights, prefill and decode time, outputs checked equal. "
+        "On a CPU worker, 2 runs two processes with gloo: slow, but it checks the split. "
+        "4 and 8 need that many GPUs.",
+    )
     run_on = forms.ChoiceField(
         label="Run on",
         required=False,
@@ -235,6 +265,7 @@ class JobForm(forms.ModelForm):
             "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
             "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
             "run_quantization", "precisions", "quant_keep",
+            "run_caching", "run_parallel", "tp_measure",
         ]  # fmt: skip
         widgets = {
             "model_source": forms.RadioSelect,
@@ -247,12 +278,19 @@ class JobForm(forms.ModelForm):
             "run_speculative": "Measure speculative decoding",
             "prompt_lookup": "Also try prompt lookup (n-gram drafts, no model)",
             "run_quantization": "Measure quantization",
+            "run_caching": "Measure prefix caching",
+            "run_parallel": "Measure parallelism and disaggregation",
         }
         help_texts = {
             "notes": "Anything a teammate should know (up to 4,000 characters).",
             "run_speculative": "Acceptance and speedup per draft length K, with a token trace.",
             "run_quantization": "Memory, speed and quality per precision against the "
             "reference, with greedy outputs side by side.",
+            "run_caching": "Time to first token with a cached prefix against the whole prompt "
+            "cold, over prefix shares and conversation turns, outputs checked equal.",
+            "run_parallel": "Per-device memory of tensor × pipeline splits and the fewest "
+            "devices that fit; how much a prefill joining decode steps slows them, and the "
+            "prefill : decode worker ratio and KV transfer of a split deployment.",
         }
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -260,6 +298,7 @@ class JobForm(forms.ModelForm):
         # values of the fields declared here too (512/128/8, quick, demo).
         kwargs.setdefault("instance", Job(model_name="demo"))
         super().__init__(*args, **kwargs)
+        self.prompt_sample: PromptSample | None = None  # parsed from the upload by clean
         self.served = served_queues()
         self.fields["gpu_kind"].choices = self._gpu_choices()
         self.fields["run_on"].choices = self._run_on_choices()
@@ -326,6 +365,8 @@ class JobForm(forms.ModelForm):
                 "shared_prefix_tokens", "The shared prefix cannot be longer than the prompt."
             )
         self._clean_quantization(data)
+        if self.prompt_sample is not None:
+            data["run_caching"] = True  # the sample is only for this experiment
         if not self.errors:
             self._check_with_library(data)
             self._clean_run_on(data)
@@ -336,6 +377,24 @@ class JobForm(forms.ModelForm):
 
     def clean_spec_ks(self) -> str:
         return check_spec_ks(self.cleaned_data.get("spec_ks", ""))
+
+    def clean_prompt_file(self) -> Any:
+        upload = self.cleaned_data.get("prompt_file")
+        if upload:
+            self.prompt_sample = sample_from_upload(upload)
+        return upload
+
+    @property
+    def prompt_file_note(self) -> str:
+        """After an error elsewhere: the file was fine, but the browser will not resend it."""
+        sample = self.prompt_sample
+        if sample is None or not self.errors:
+            return ""
+        return (
+            f"{sample.filename or 'Your file'} was read ({sample.prompt_count:,} prompts), but "
+            "the form has an error elsewhere and a browser cannot keep a chosen file: "
+            "choose it again before you send."
+        )
 
     def clean_precisions(self) -> str:
         return in_choice_order(self.cleaned_data.get("precisions") or [], PRECISIONS)
@@ -398,9 +457,23 @@ class JobForm(forms.ModelForm):
         )
 
     def save(self, commit: bool = True) -> Job:
+        """The job row; with commit=False, `save_m2m()` saves its prompt sample afterwards.
+
+        Call that in the transaction that saves the job, so a worker never sees
+        the job without its sample.
+        """
         job = super().save(commit=False)
         run_on = self.cleaned_data.get("run_on") or ""
         job.queue = run_on if run_on in self.served else dispatch.queue_for(job)
+        if self.prompt_sample is not None:
+            job.prompt_sample = self.prompt_sample  # config_for reads it before it is saved
         if commit:
             job.save()
+            self.save_m2m()
         return job
+
+    def _save_m2m(self) -> None:
+        super()._save_m2m()
+        if self.prompt_sample is not None:
+            self.prompt_sample.job = self.instance
+            self.prompt_sample.save()

@@ -35,6 +35,9 @@ def config_for(job: Job) -> ProfileConfig:
         prompt_lookup=job.prompt_lookup,
         precisions=job.precision_list,
         quant_keep=job.quant_keep_list,
+        # Read here, on the worker: the sample travels in the database, not the message.
+        prompt_sample=job.sample_prompts() if job.run_caching else [],
+        tp_measure=job.tp_measure,
     )
     config.validate()
     return config
@@ -42,7 +45,12 @@ def config_for(job: Job) -> ProfileConfig:
 
 def experiments_for(job: Job) -> list[str]:
     """The optional experiments the row asks for, in the library's order."""
-    chosen = {"quantization": job.run_quantization, "speculative": job.run_speculative}
+    chosen = {
+        "quantization": job.run_quantization,
+        "speculative": job.run_speculative,
+        "caching": job.run_caching,
+        "parallel": job.run_parallel,
+    }
     return [name for name in EXPERIMENT_NAMES if chosen.get(name)]
 
 

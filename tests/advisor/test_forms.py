@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 
 from advisor.jobs import dispatch
 from advisor.jobs.forms import WAIT_FOR_TARGET, JobForm
-from advisor.jobs.models import Job, Worker
+from advisor.jobs.models import Job, PromptSample, Worker
+from profiling.caching.sample import PromptSampleError, parse_prompt_sample
+from profiling.config import PROMPT_SAMPLE_MAX_BYTES, PROMPT_SAMPLE_MAX_PROMPTS, ProfileConfig
 from tests.advisor.formdata import demo_form
 
 pytestmark = pytest.mark.django_db
@@ -390,3 +395,175 @@ def test_a_row_with_blank_precisions_leaves_the_default_to_the_library(cpu_worke
     config = config_for(Job(model_name="demo", run_quantization=True))
     assert config.experiments == ["quantization"]
     assert (config.precisions, config.quant_keep) == ([], [])
+
+
+# Prefix caching and parallelism ----------------------------------------------------
+
+CHAT = (
+    b'{"messages": [{"role": "system", "content": "Be brief."}, '
+    b'{"role": "user", "content": "Hi"}]}\n'
+)
+
+
+def upload(content: bytes, name: str = "prompts.txt") -> dict[str, SimpleUploadedFile]:
+    return {"prompt_file": SimpleUploadedFile(name, content, content_type="text/plain")}
+
+
+def file_errors(content: bytes, **changes: str) -> dict[str, list[str]]:
+    form = JobForm(form_data(**changes), upload(content))
+    assert not form.is_valid()
+    return form.errors
+
+
+def test_a_text_file_is_parsed_and_saved_with_the_job_and_turns_caching_on(cpu_worker):
+    content = b"You are a helpful assistant. Question 1\n\nYou are a helpful assistant. Q2\r\n"
+    form = JobForm(form_data(), upload(content))
+    assert form.is_valid(), form.errors
+    job = form.save()
+    assert job.run_caching is True  # choosing a file asks for the experiment
+    sample = PromptSample.objects.get(job=job)
+    assert sample.prompts == ["You are a helpful assistant. Question 1",
+                              "You are a helpful assistant. Q2"]  # fmt: skip
+    assert (sample.prompt_count, sample.size_bytes, sample.filename) == (
+        2, len(content), "prompts.txt",
+    )  # fmt: skip
+    assert sample.sha256 == hashlib.sha256(content).hexdigest()
+
+
+def test_a_jsonl_file_with_prompts_and_chat_messages_is_parsed_like_the_cli(cpu_worker):
+    content = b'{"prompt": "Translate: cat"}\n' + CHAT
+    form = JobForm(form_data(run_caching="on"), upload(content, "chats.jsonl"))
+    assert form.is_valid(), form.errors
+    job = form.save()
+    assert job.sample_prompts() == parse_prompt_sample(content)
+    assert job.sample_prompts() == ["Translate: cat", "system: Be brief.\nuser: Hi"]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "The prompt file is empty"),
+        (b"\n  \n", "The prompt file is empty"),
+        (b"first\nsec\x00ond\n", "looks binary (a NUL byte on line 2)"),
+        (b"caf\xe9\n", "not UTF-8 text (an invalid byte on line 1)"),
+        (b'{"prompt": "ok"}\n{"prompt": \n', "Line 2: not valid JSON"),
+        (b'{"prompt": "ok"}\n{"text": "no prompt"}\n', 'Line 2: expected a "prompt" string'),
+        (b'{"messages": [{"role": "user", "content": 3}]}\n', "Line 1, message 1"),
+    ],
+)
+def test_a_bad_prompt_file_is_an_error_on_its_field_that_names_the_problem(
+    cpu_worker, content, words
+):
+    errors = file_errors(content, run_caching="on")
+    assert list(errors) == ["prompt_file"]
+    assert words in errors["prompt_file"][0]
+    assert "choose it again" in errors["prompt_file"][0]
+    assert not PromptSample.objects.exists()
+
+
+def test_the_form_error_is_the_cli_parsers_message(cpu_worker):
+    content = b'{"prompt": "ok"}\n[1, 2]\n'
+    with pytest.raises(PromptSampleError) as raised:
+        parse_prompt_sample(content)
+    message = file_errors(content)["prompt_file"][0]
+    assert message.startswith(str(raised.value)[0].upper() + str(raised.value)[1:])
+
+
+class UnreadableUpload(SimpleUploadedFile):
+    def read(self, *args: Any) -> bytes:
+        raise AssertionError("an oversized upload must be refused before it is read")
+
+    chunks = read
+
+
+def test_an_oversized_file_is_refused_by_its_size_before_it_is_read(cpu_worker):
+    big = UnreadableUpload("huge.txt", b"x\n")
+    big.size = PROMPT_SAMPLE_MAX_BYTES + 1
+    form = JobForm(form_data(), {"prompt_file": big})
+    assert not form.is_valid()
+    assert list(form.errors) == ["prompt_file"]
+    assert "The prompt file is 16.0 MB; the limit is 16 MB" in form.errors["prompt_file"][0]
+
+
+def test_too_many_prompts_are_refused_with_the_line_that_is_one_too_many(cpu_worker):
+    content = b"p\n" * (PROMPT_SAMPLE_MAX_PROMPTS + 1)
+    message = file_errors(content)["prompt_file"][0]
+    assert f"more than {PROMPT_SAMPLE_MAX_PROMPTS:,} prompts" in message
+    assert f"line {PROMPT_SAMPLE_MAX_PROMPTS + 1}" in message
+
+
+def test_a_good_file_with_an_error_elsewhere_asks_to_choose_it_again(cpu_worker):
+    form = JobForm(form_data(prompt_tokens="0"), upload(b"one\ntwo\n"))
+    assert not form.is_valid() and list(form.errors) == ["prompt_tokens"]
+    assert "prompts.txt was read (2 prompts)" in form.prompt_file_note
+    assert "choose it again" in form.prompt_file_note
+
+
+def test_no_file_means_no_sample_and_no_note(cpu_worker):
+    form = JobForm(form_data(run_caching="on"))
+    assert form.is_valid(), form.errors
+    job = form.save()
+    assert job.run_caching and job.sample_info() is None and job.sample_prompts() == []
+    assert form.prompt_file_note == ""
+
+
+def test_the_tp_measure_select_offers_default_off_and_2_4_8_processes(cpu_worker):
+    field = JobForm()["tp_measure"]
+    assert [value for value, _ in field.field.choices] == ["", "0", "2", "4", "8"]
+    assert field.value() is None
+    assert "gloo" in field.help_text and "CPU" in field.help_text
+
+
+@pytest.mark.parametrize(("posted", "stored"), [("", None), ("0", 0), ("2", 2), ("8", 8)])
+def test_tp_measure_is_stored_as_chosen_with_blank_for_the_librarys_default(
+    cpu_worker, posted, stored
+):
+    form = JobForm(form_data(run_parallel="on", tp_measure=posted))
+    assert form.is_valid(), form.errors
+    job = form.save(commit=False)
+    assert (job.run_parallel, job.tp_measure) == (True, stored)
+
+
+@pytest.mark.parametrize("value", ["3", "16", "two"])
+def test_an_unknown_tp_measure_is_refused_on_its_field(cpu_worker, value):
+    errors = errors_of(run_parallel="on", tp_measure=value)
+    assert list(errors) == ["tp_measure"]
+    assert "not one of the available choices" in errors["tp_measure"][0]
+
+
+def test_config_for_reads_the_sample_tp_measure_and_experiments_from_the_database(cpu_worker):
+    from advisor.jobs.spec import config_for
+
+    form = JobForm(
+        form_data(run_parallel="on", tp_measure="2", run_quantization="on",
+                  precisions=["fp32", "int8"]),
+        upload(b'{"prompt": "a <b>"}\n' + CHAT, "s.jsonl"),
+    )  # fmt: skip
+    assert form.is_valid(), form.errors
+    saved = form.save()
+    job = Job.objects.get(pk=saved.pk)  # as the worker sees it: nothing cached
+    config = config_for(job)
+    assert config.experiments == ["quantization", "caching", "parallel"]
+    assert config.prompt_sample == ["a <b>", "system: Be brief.\nuser: Hi"]
+    assert config.tp_measure == 2
+    assert ProfileConfig.from_dict(config.to_dict()).prompt_sample == config.prompt_sample
+
+
+def test_config_for_an_unsaved_job_uses_the_sample_the_form_parsed(cpu_worker):
+    from advisor.jobs.spec import config_for
+
+    form = JobForm(form_data(), upload(b"one\ntwo\n"))
+    assert form.is_valid(), form.errors
+    config = config_for(form.save(commit=False))
+    assert config.experiments == ["caching"] and config.prompt_sample == ["one", "two"]
+    assert config.tp_measure is None
+
+
+def test_a_sample_is_left_out_of_the_config_when_caching_is_off(cpu_worker):
+    from advisor.jobs.spec import config_for
+
+    job = Job.objects.create(model_name="demo", run_parallel=True, tp_measure=0)
+    PromptSample.objects.create(job=job, prompts=["x"], prompt_count=1, size_bytes=2, sha256="0")
+    config = config_for(job)
+    assert config.experiments == ["parallel"]
+    assert (config.prompt_sample, config.tp_measure) == ([], 0)

@@ -58,6 +58,24 @@ def gb(value: Any) -> str:
 
 
 @register.filter
+def mb(value: Any) -> str:
+    """Bytes → "1.23 MB" (SI): a request's KV cache, a cached prefix, an upload."""
+    return _with_unit(value, 1e-6, "MB")
+
+
+@register.filter
+def size(value: Any) -> str:
+    """Bytes in the largest SI unit that keeps a number of at least 1: "66 B", "1.50 MB"."""
+    number = _number(value)
+    if number is None:
+        return UNKNOWN
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(number) >= scale:
+            return f"{significant(number / scale)} {unit}"
+    return f"{number:,.0f} B"
+
+
+@register.filter
 def gb_s(value: Any) -> str:
     """Bytes per second → "123 GB/s"."""
     return _with_unit(value, 1e-9, "GB/s")
@@ -86,6 +104,12 @@ def count(value: Any) -> str:
     """A whole number with thousands separators → "1,234,567"."""
     number = _number(value)
     return UNKNOWN if number is None else f"{round(number):,}"
+
+
+def number_text(value: Any) -> str:
+    """A bare number at about three significant figures (a logit difference), or "—"."""
+    number = _number(value)
+    return UNKNOWN if number is None else significant(number)
 
 
 @register.filter
