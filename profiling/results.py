@@ -14,6 +14,7 @@ from typing import Any
 
 from profiling import serde
 from profiling.config import ProfileConfig
+from profiling.estimate import Shapes
 
 SCHEMA_VERSION = 1
 # A measurement whose p10..p90 spread exceeds this share of its median is
@@ -102,6 +103,10 @@ class ModelInfo:
     intermediate_size: int | None = None
     max_position_embeddings: int | None = None
     revision: str | None = None
+    # What an analytic estimate needs of the model (tied head, experts): set beside the
+    # advice, so a stored result can be projected again without the model's config.
+    # None in results written before it existed.
+    shapes: Shapes | None = None
 
 
 @dataclass

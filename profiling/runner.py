@@ -141,6 +141,7 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
 
     try:
         shapes = Shapes.from_config(model_config)
+        profile.model.shapes = shapes
         data = profile.to_dict()
         profile.predictions = [p.to_dict() for p in profile_predictions(data, shapes)]
         profile.advice = advise_profile(data, shapes).to_dict() if profile.verdict else None

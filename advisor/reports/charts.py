@@ -11,6 +11,7 @@ import math
 from collections import defaultdict
 from typing import Any
 
+from advisor.reports.caching import bucket_label
 from advisor.reports.templatetags.units import pct, significant, tok_s
 from profiling.results import DecodePoint, PrefillPoint, Profile
 
@@ -290,6 +291,194 @@ def quantization_chart(quantization: dict[str, Any]) -> Figure:
     return {"data": data, "layout": layout}
 
 
+# Prefix caching -----------------------------------------------------------------------
+
+
+def _ms_band(samples: Any) -> tuple[float, float, float] | None:
+    """A serialised `Samples` → (median, p90 - median, median - p10) in ms, or None."""
+    if not isinstance(samples, dict):
+        return None
+    values = [samples.get(key) for key in ("median", "p10", "p90")]
+    if not all(_finite(v) for v in values):
+        return None
+    median, p10, p90 = (v * 1e3 for v in values)
+    return median, max(p90 - median, 0.0), max(median - p10, 0.0)
+
+
+def _ttft_trace(
+    points: list[dict[str, Any]], key: str, name: str, colour: str, **style: Any
+) -> dict[str, Any]:
+    bands = [_ms_band(p.get(key)) for p in points]
+    return {
+        "type": "scatter", "mode": "lines+markers", "name": name,
+        "x": [100 * p["prefix_share"] for p in points],
+        "y": [b[0] if b else None for b in bands],
+        "error_y": {
+            "type": "data", "symmetric": False,
+            "array": [b[1] if b else 0 for b in bands],
+            "arrayminus": [b[2] if b else 0 for b in bands],
+        },
+        "line": {"color": colour, **style},
+        "hovertemplate": f"{name}, %{{x:.0f}} % cached: %{{y:.3g}} ms<extra></extra>",
+    }  # fmt: skip
+
+
+def _labelled_point(point: Any, name: str, symbol: str, colour: str) -> dict[str, Any] | None:
+    """The workload's shared prefix or the user's sample, as one warm marker."""
+    if not isinstance(point, dict) or not _finite(point.get("prefix_share")):
+        return None
+    band = _ms_band(point.get("warm_ttft_seconds"))
+    if band is None:
+        return None
+    tokens = point.get("prefix_tokens")
+    return {
+        "type": "scatter", "mode": "markers", "name": f"{name} ({tokens} tokens), warm",
+        "x": [100 * point["prefix_share"]], "y": [band[0]],
+        "marker": {"size": 12, "symbol": symbol, "color": colour},
+        "hovertemplate": f"{name}, %{{x:.0f}} % cached: %{{y:.3g}} ms<extra></extra>",
+    }  # fmt: skip
+
+
+def caching_chart(caching: dict[str, Any]) -> Figure:
+    """Cold and warm TTFT (ms, median with p10–p90 bars) against the share of the
+    prompt whose prefix is cached; the workload's shared prefix and the point measured
+    for the user's prompts are extra warm markers."""
+    points = sorted(
+        (p for p in caching.get("prefix_sweep") or []
+         if isinstance(p, dict) and _finite(p.get("prefix_share"))),
+        key=lambda p: p["prefix_share"],
+    )  # fmt: skip
+    data = [
+        _ttft_trace(points, "cold_ttft_seconds", "cold (whole prompt)", PALETTE[0]),
+        _ttft_trace(points, "warm_ttft_seconds", "warm (prefix cached)", PALETTE[1], dash="dash"),
+    ]
+    sample = caching.get("prompt_sample")
+    extra = [
+        _labelled_point(caching.get("shared_prefix"), "shared prefix", "diamond", PALETTE[2]),
+        _labelled_point(
+            sample.get("measured") if isinstance(sample, dict) else None,
+            "your prompts", "star", PALETTE[3],
+        ),
+    ]  # fmt: skip
+    data += [trace for trace in extra if trace is not None]
+    tokens = caching.get("prompt_tokens")
+    layout = _layout(
+        f"Prefix caching: TTFT at {tokens}-token prompts, cold vs warm",
+        "share of the prompt already cached (%)",
+        "TTFT ms (median, p10–p90)",
+    )
+    layout["xaxis"].update({"range": [-4, 104], "ticksuffix": " %"})
+    layout["yaxis"].update(_y_range([y for t in data[:2] for y in t["y"] if y is not None]))
+    return {"data": data, "layout": layout}
+
+
+def prefix_histogram_chart(sample: dict[str, Any]) -> Figure:
+    """How many of the user's prompts reuse a prefix of each length (0 = none)."""
+    buckets = [b for b in sample.get("shared_prefix_histogram") or [] if isinstance(b, dict)]
+    unit = "bytes" if sample.get("tokenization") == "bytes" else "tokens"
+    data = [{
+        "type": "bar", "name": "prompts",
+        "x": [bucket_label(b) for b in buckets], "y": [b.get("prompts") for b in buckets],
+        "marker": {"color": PALETTE[2]},
+        "hovertemplate": f"%{{x}} {unit} reused: %{{y}} prompts<extra></extra>",
+    }]  # fmt: skip
+    layout = _layout(
+        "Your prompts: the prefix each reuses from earlier ones",
+        f"reused prefix ({unit})",
+        "prompts",
+        height=260,
+        showlegend=False,
+    )
+    layout["xaxis"].update({"type": "category"})
+    return {"data": data, "layout": layout}
+
+
+# Disaggregation ------------------------------------------------------------------------
+
+
+def interference_chart(disaggregation: dict[str, Any]) -> Figure:
+    """A decode step alone against one a prefill joins (ms, median with p10–p90 bars),
+    with the user's TPOT target as a dashed line when one was set."""
+    bars = [
+        ("decode alone", disaggregation.get("decode_alone_seconds"), PALETTE[1]),
+        ("with a prefill joining", disaggregation.get("decode_mixed_seconds"), PALETTE[5]),
+    ]
+    bands = [_ms_band(samples) for _, samples, _ in bars]
+    data = [{
+        "type": "bar", "name": "decode step",
+        "x": [name for name, _, _ in bars], "y": [b[0] if b else None for b in bands],
+        "error_y": {
+            "type": "data", "symmetric": False,
+            "array": [b[1] if b else 0 for b in bands],
+            "arrayminus": [b[2] if b else 0 for b in bands],
+        },
+        "marker": {"color": [colour for _, _, colour in bars]},
+        "hovertemplate": "%{x}: %{y:.3g} ms<extra></extra>",
+    }]  # fmt: skip
+    batch, prefill = disaggregation.get("decode_batch"), disaggregation.get("prefill_tokens")
+    layout = _layout(
+        f"A decode step of {batch} requests, alone and with a {prefill}-token prefill",
+        "",
+        "ms per decode step (median, p10–p90)",
+        showlegend=False,
+    )
+    target = disaggregation.get("tpot_target_seconds")
+    if _finite(target):
+        layout["shapes"] = [{
+            "type": "line", "xref": "paper", "x0": 0, "x1": 1,
+            "y0": target * 1e3, "y1": target * 1e3,
+            "line": {"color": "#333", "width": 2, "dash": "dash"},
+            "label": {"text": f"TPOT target {significant(target * 1e3)} ms",
+                      "textposition": "end"},
+        }]  # fmt: skip
+    return {"data": data, "layout": layout}
+
+
+# Predictions ------------------------------------------------------------------------------
+
+PREDICTION_SERIES = {
+    "prefill_seconds": ("prefill (left out of its fit)", "circle"),
+    "decode_seconds_per_step": ("decode step (left out of its fit)", "diamond"),
+    "ttft_seconds": ("your workload: TTFT", "star"),
+    "tpot_seconds": ("your workload: TPOT", "square"),
+}
+
+
+def predictions_chart(points: list[dict[str, Any]]) -> Figure | None:
+    """Predicted against measured times (ms, log-log), one marker per point; on the dotted
+    y = x line a prediction is exact. None when no time was both predicted and measured."""
+    timed = [
+        p for p in points
+        if isinstance(p, dict) and p.get("unit") == "s" and p.get("metric") in PREDICTION_SERIES
+        and _finite(p.get("measured")) and _finite(p.get("predicted"))
+        and p["measured"] > 0 and p["predicted"] > 0
+    ]  # fmt: skip
+    if not timed:
+        return None
+    data = []
+    for i, (metric, (name, symbol)) in enumerate(PREDICTION_SERIES.items()):
+        series = [p for p in timed if p["metric"] == metric]
+        if not series:
+            continue
+        data.append({
+            "type": "scatter", "mode": "markers", "name": name,
+            "x": [p["measured"] * 1e3 for p in series], "y": [p["predicted"] * 1e3 for p in series],
+            "marker": {"size": 10, "symbol": symbol, "color": PALETTE[i % len(PALETTE)]},
+            "hovertemplate": f"{name}: measured %{{x:.3g}} ms, predicted %{{y:.3g}} ms"
+                             "<extra></extra>",
+        })  # fmt: skip
+    values = [v for trace in data for v in trace["x"] + trace["y"]]
+    low, high = min(values) / 1.5, max(values) * 1.5
+    data.append({
+        "type": "scatter", "mode": "lines", "name": "exact (y = x)", "x": [low, high],
+        "y": [low, high], "line": {"color": "#333", "width": 1, "dash": "dot"}, "hoverinfo": "skip",
+    })  # fmt: skip
+    layout = _layout("Predicted against measured", "measured ms", "predicted ms")
+    layout["xaxis"].update({"type": "log"})
+    layout["yaxis"] = {**layout["yaxis"], "type": "log", "rangemode": "normal"}
+    return {"data": data, "layout": layout}
+
+
 def all_charts(profile: Profile) -> dict[str, Figure]:
     figures = {
         "memory": memory_chart(profile),
@@ -300,4 +489,22 @@ def all_charts(profile: Profile) -> dict[str, Figure]:
         figures["speculative"] = speculative_chart(profile.experiments["speculative"])
     if isinstance(profile.experiments.get("quantization"), dict):
         figures["quantization"] = quantization_chart(profile.experiments["quantization"])
+    figures.update(_caching_charts(profile.experiments.get("caching")))
+    predicted = predictions_chart(profile.predictions or [])
+    if predicted is not None:
+        figures["predictions"] = predicted
+    parallel = profile.experiments.get("parallel")
+    if isinstance(parallel, dict):
+        split = parallel.get("disaggregation") or profile.experiments.get("disaggregation")
+        if isinstance(split, dict):
+            figures["interference"] = interference_chart(split)
+    return figures
+
+
+def _caching_charts(caching: Any) -> dict[str, Figure]:
+    if not isinstance(caching, dict):
+        return {}
+    figures = {"caching": caching_chart(caching)}
+    if isinstance(caching.get("prompt_sample"), dict):
+        figures["caching_sample"] = prefix_histogram_chart(caching["prompt_sample"])
     return figures

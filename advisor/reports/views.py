@@ -10,8 +10,20 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.http import QueryDict
+
 from advisor.jobs.models import Job
-from advisor.reports import charts, quantization, speculative, verdict
+from advisor.reports import (
+    advice,
+    caching,
+    charts,
+    parallel,
+    predictions,
+    quantization,
+    speculative,
+    verdict,
+    whatif_form,
+)
 from advisor.reports.templatetags.units import UNKNOWN, count, gb
 from profiling.results import Profile
 
@@ -23,11 +35,12 @@ def load_profile(job: Job) -> Profile | None:
         return None
 
 
-def report_context(job: Job) -> dict[str, Any]:
+def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
+    """The report's context; `query` holds the what-if form's GET parameters, if any."""
     profile = load_profile(job)
     if profile is None:
         return {"report_error": "This job's result could not be read by this version of the site."}
-    return {
+    context = {
         "profile": profile,
         "charts": charts.all_charts(profile),
         "verdict": _verdict_context(job, profile),
@@ -35,6 +48,25 @@ def report_context(job: Job) -> dict[str, Any]:
         "model_rows": model_rows(profile),
         "speculative": speculative.section_context(profile.experiments.get("speculative")),
         "quantization": quantization.section_context(profile.experiments.get("quantization")),
+        "caching": caching.section_context(profile.experiments.get("caching")),
+        "parallel": parallel.section_context(
+            profile.experiments.get("parallel"), profile.experiments.get("disaggregation")
+        ),
+    }
+    context.update(_advice_sections(job, profile, context, query))
+    return context
+
+
+def _advice_sections(
+    job: Job, profile: Profile, context: dict[str, Any], query: QueryDict | None
+) -> dict[str, Any]:
+    """The advice, the predictions and the what-if panel (evidence links only to sections
+    the page has, so they are built after the others)."""
+    anchors = advice.present_anchors(context, bool(profile.warnings))
+    return {
+        "advice": advice.section_context(job.result.get("advice"), anchors),
+        "predictions": predictions.section_context(job.result.get("predictions")),
+        "whatif": whatif_form.section_context(profile, job.result, query),
     }
 
 

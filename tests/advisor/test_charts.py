@@ -15,8 +15,19 @@ import pytest
 
 from advisor.reports import charts, quantization
 from advisor.reports.templatetags import units
+from profiling import serde
+from profiling.caching.results import CachingResult
+from profiling.parallel.results import ParallelResult
 from profiling.quantization.results import DOES_NOT_FIT, QuantVariant
 from profiling.results import Profile
+from tests.advisor.cachedata import (
+    caching_result,
+    disaggregation_result,
+    parallel_result,
+    sample_reuse,
+    with_caching,
+    with_parallel,
+)
 from tests.advisor.quantdata import quantization_result, with_quantization
 
 DEMO_PROFILE = pytest.StashKey[dict[str, Any]]()
@@ -153,7 +164,7 @@ def test_the_measured_points_are_real_and_positive(profile):
 
 def test_every_figure_is_plain_json(profile):
     figures = charts.all_charts(profile)
-    assert set(figures) == {"memory", "prefill", "decode"}
+    assert set(figures) == {"memory", "prefill", "decode", "predictions"}
     assert json.loads(json.dumps(figures)) == figures
 
 
@@ -203,7 +214,7 @@ def test_a_big_model_is_charted_in_gb_and_a_variant_that_did_not_fit_is_left_out
 def test_all_charts_has_the_quantization_figure_when_the_result_has_it(demo_result):
     profile = Profile.from_dict(with_quantization(demo_result, quantization_result()))
     figures = charts.all_charts(profile)
-    assert set(figures) == {"memory", "prefill", "decode", "quantization"}
+    assert set(figures) == {"memory", "prefill", "decode", "predictions", "quantization"}
     assert figures["quantization"] == charts.quantization_chart(profile.experiments["quantization"])
 
 
@@ -241,6 +252,10 @@ def test_a_ratio_says_how_much_and_which_way(value, reference, text):
         ("gb_s", 3.35e12, "3,350 GB/s"),
         ("tflop_s", 989e12, "989 TFLOP/s"),
         ("count", 551552, "551,552"),
+        ("mb", 1_572_864, "1.57 MB"),
+        ("size", 66, "66 B"),
+        ("size", 1_572_864, "1.57 MB"),
+        ("size", 16_000_000_000, "16.0 GB"),
     ],
 )
 def test_units_format_with_their_unit(name, value, text):
@@ -252,6 +267,101 @@ def test_ms_takes_milliseconds_when_told():
 
 
 @pytest.mark.parametrize("value", [None, "", "abc", float("nan"), float("inf"), True])
-@pytest.mark.parametrize("name", ["ms", "gb", "gb_s", "tflop_s", "tok_s", "pct", "count"])
+@pytest.mark.parametrize(
+    "name", ["ms", "gb", "mb", "size", "gb_s", "tflop_s", "tok_s", "pct", "count"]
+)
 def test_unknown_values_print_a_dash(name, value):
     assert getattr(units, name)(value) == "—"
+
+
+# Prefix caching and disaggregation ---------------------------------------------------
+
+
+def test_the_caching_chart_has_cold_and_warm_ttft_over_prefix_share_with_bands():
+    result = caching_result()
+    figure = charts.caching_chart(result.to_dict())
+    assert json.loads(json.dumps(figure)) == figure
+    cold, warm, shared, sample = figure["data"]
+    shares = [100 * p.prefix_share for p in result.prefix_sweep]
+    assert cold["x"] == warm["x"] == shares == [0.0, 25.0, 50.0, 75.0, 461 / 512 * 100]
+    assert cold["y"] == pytest.approx(
+        [p.cold_ttft_seconds.median * 1e3 for p in result.prefix_sweep]
+    )
+    assert warm["y"] == pytest.approx([200.0, 160.0, 110.0, 70.0, 40.0])
+    third = result.prefix_sweep[2].warm_ttft_seconds
+    assert warm["error_y"]["array"][2] == pytest.approx((third.p90 - third.median) * 1e3)
+    assert warm["error_y"]["arrayminus"][2] == pytest.approx((third.median - third.p10) * 1e3)
+    assert shared["name"] == "shared prefix (64 tokens), warm" and shared["y"] == [
+        pytest.approx(180.0)
+    ]
+    assert sample["name"] == "your prompts (314 tokens), warm"
+    assert sample["x"] == [pytest.approx(314 / 512 * 100)]
+    assert figure["layout"]["xaxis"]["ticksuffix"] == " %"
+    assert "512-token prompts" in figure["layout"]["title"]["text"]
+
+
+def test_the_caching_chart_sorts_by_share_and_skips_missing_extras():
+    result = caching_result(shared_prefix=None, prompt_sample=None)
+    result.prefix_sweep.reverse()
+    figure = charts.caching_chart(result.to_dict())
+    assert [trace["name"] for trace in figure["data"]] == [
+        "cold (whole prompt)", "warm (prefix cached)",
+    ]  # fmt: skip
+    assert figure["data"][1]["x"] == sorted(figure["data"][1]["x"])
+
+
+def test_the_prefix_histogram_has_a_bar_per_bucket_in_tokens_or_bytes():
+    sample = serde.to_dict(sample_reuse())
+    figure = charts.prefix_histogram_chart(sample)
+    (bars,) = figure["data"]
+    assert bars["x"] == ["0", "1–15", "16–63", "4,096+"] and bars["y"] == [1, 0, 11, 0]
+    assert figure["layout"]["xaxis"]["title"]["text"] == "reused prefix (tokens)"
+    sample["tokenization"] = "bytes"
+    assert "(bytes)" in charts.prefix_histogram_chart(sample)["layout"]["xaxis"]["title"]["text"]
+
+
+def test_the_interference_chart_compares_decode_alone_and_mixed_with_the_target():
+    split = disaggregation_result()
+    figure = charts.interference_chart(split.to_dict())
+    (bars,) = figure["data"]
+    assert bars["x"] == ["decode alone", "with a prefill joining"]
+    assert bars["y"] == pytest.approx([20.0, 80.0])
+    (target,) = figure["layout"]["shapes"]
+    assert target["y0"] == target["y1"] == pytest.approx(50.0)
+    assert target["label"]["text"] == "TPOT target 50.0 ms"
+    no_target = charts.interference_chart(disaggregation_result(tpot_target_seconds=None).to_dict())
+    assert "shapes" not in no_target["layout"]
+
+
+def test_all_charts_has_the_caching_and_interference_figures_when_run(demo_result):
+    plain = charts.all_charts(Profile.from_dict(copy.deepcopy(demo_result)))
+    assert not {"caching", "caching_sample", "interference"} & set(plain)
+    result = with_parallel(with_caching(demo_result, caching_result()), parallel_result())
+    profile = Profile.from_dict(result)
+    figures = charts.all_charts(profile)
+    assert {"caching", "caching_sample", "interference"} <= set(figures)
+    assert figures["interference"] == charts.interference_chart(result["disaggregation"])
+    assert json.loads(json.dumps(figures)) == figures
+
+
+def test_a_real_cli_result_gives_every_new_figure():
+    data = json.loads(
+        (Path(__file__).parent / "fixtures" / "cli_caching_parallel.json").read_text()
+    )
+    profile = Profile.from_dict(data)
+    assert {"caching", "parallel", "disaggregation"} <= set(profile.experiments)
+    figures = charts.all_charts(profile)
+    cold = figures["caching"]["data"][0]
+    assert len(cold["x"]) == len(data["caching"]["prefix_sweep"]) and None not in cold["y"]
+    assert (
+        sum(figures["caching_sample"]["data"][0]["y"])
+        == data["caching"]["prompt_sample"]["prompts"]
+    )
+    assert None not in figures["interference"]["data"][0]["y"]
+
+
+def test_caching_and_parallel_results_round_trip_through_the_profile(demo_result):
+    result = with_parallel(with_caching(demo_result, caching_result()), parallel_result())
+    profile = Profile.from_dict(result)
+    assert CachingResult.from_dict(profile.experiments["caching"]) == caching_result()
+    assert ParallelResult.from_dict(profile.experiments["parallel"]) == parallel_result()

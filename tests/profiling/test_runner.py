@@ -52,6 +52,13 @@ def test_a_profile_has_measured_memory_points_and_a_verdict(profile: Profile) ->
     assert profile.environment.started_at <= profile.environment.finished_at
 
 
+def test_a_profile_keeps_the_models_shapes_for_later_projections(profile: Profile) -> None:
+    shapes, model = profile.model.shapes, profile.model
+    assert shapes is not None and profile.advice is not None
+    assert (shapes.num_layers, shapes.hidden_size) == (model.num_layers, model.hidden_size)
+    assert shapes.total_params == model.num_parameters
+
+
 def test_the_fit_check_uses_the_named_gpu(profile: Profile) -> None:
     fit = profile.memory.fit
     assert fit is not None and fit.gpu_kind == "H100-SXM" and fit.fits

@@ -1,0 +1,259 @@
+"""What if: the stored result projected to another GPU, GPU count, workload or dtype.
+
+Pure arithmetic on the stored `Profile` (`profiling.estimate`): no job runs and
+no model is loaded. The rates come from this profile's measurements when the
+target is the device it ran on (a calibration), otherwise from the catalog's
+datasheet peaks times assumed efficiencies (an estimate). The advice is run
+again on the estimate path (as `python -m profiling estimate` does) with the
+what-if workload, to say whether the first recommendation changes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from advisor.reports.templatetags.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
+from profiling import hardware, memory
+from profiling.advice.build import advise
+from profiling.advice.facts import Facts
+from profiling.advice.results import Advice
+from profiling.config import Workload
+from profiling.estimate import (
+    Calibration,
+    PhaseRate,
+    Projection,
+    Shapes,
+    assumed,
+    calibrate,
+    project,
+)
+from profiling.hardware import GPU
+from profiling.results import FitCheck, Profile
+
+WORKER = ""  # the GPU choice meaning "the device this profile ran on"
+DTYPES = ("float32", "bfloat16", "float16")
+# An older result's shapes rebuilt from its model summary are trusted within this.
+SHAPES_TOLERANCE = 0.02
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """The what-if inputs (the form's cleaned data)."""
+
+    gpu_kind: str  # a catalog key, or WORKER
+    gpu_count: int
+    concurrency: int
+    prompt_tokens: int
+    output_tokens: int
+    dtype: str
+
+
+@dataclass
+class Outcome:
+    """One scenario projected: the figures, what they rest on, and the advice again."""
+
+    scenario: Scenario
+    where: str
+    on_worker: bool
+    calibration: Calibration
+    projection: Projection
+    fit: FitCheck | None
+    advice: Advice | None
+    notes: list[str] = field(default_factory=list)
+
+
+def initial(profile: Profile) -> Scenario:
+    """The scenario the job was submitted with: its deployment GPU (or the worker's device)."""
+    config, env = profile.config, profile.environment
+    kind = config.hardware.gpu_kind or WORKER
+    if kind != WORKER and kind not in hardware.catalog():
+        kind = WORKER
+    # As the library projects to a deployment GPU: the measured dtype on the measured
+    # device, a half-precision one on another GPU (a float32 CPU run serves in bfloat16).
+    half = env.dtype in ("bfloat16", "float16")
+    on_worker = kind == WORKER or kind == env.gpu_kind
+    dtype = env.dtype if (half or on_worker) and env.dtype in DTYPES else "bfloat16"
+    w = config.workload
+    return Scenario(kind, config.hardware.gpu_count, w.concurrency, w.prompt_tokens,
+                    w.output_tokens, dtype)  # fmt: skip
+
+
+def worker_label(profile: Profile) -> str:
+    env = profile.environment
+    return f"this profile's device ({env.device_name or env.device}, measured)"
+
+
+def shapes_of(profile: Profile) -> tuple[Shapes, str]:
+    """The model's shapes and where they came from.
+
+    Results written before `ModelInfo.shapes` existed are rebuilt from the model
+    summary: a dense MLP, and the tied or untied head whose parameter count is
+    nearer the loaded one.
+    """
+    if profile.model.shapes is not None:
+        return profile.model.shapes, "the model's shapes stored with the result"
+    m = profile.model
+    base = dict(
+        num_layers=m.num_layers, hidden_size=m.hidden_size,
+        num_attention_heads=m.num_attention_heads, num_key_value_heads=m.num_key_value_heads,
+        head_dim=m.head_dim, intermediate_size=m.intermediate_size or 4 * m.hidden_size,
+        vocab_size=m.vocab_size,
+    )  # fmt: skip
+    options = [Shapes(**base, tie_word_embeddings=tied) for tied in (False, True)]
+    shapes = min(options, key=lambda s: abs(s.total_params - m.num_parameters))
+    note = "rebuilt from the model summary of an older result (dense MLP assumed)"
+    off = abs(shapes.total_params - m.num_parameters) / max(m.num_parameters, 1)
+    if off > SHAPES_TOLERANCE:
+        note += f"; they count {off:.0%} off the loaded parameters, so read the figures as rough"
+    return shapes, note
+
+
+def target(profile: Profile, kind: str) -> tuple[GPU | None, bool]:
+    """(the catalog GPU for capacity, whether the target is the profile's own device)."""
+    own = profile.environment.gpu_kind
+    if kind == WORKER:
+        return (hardware.catalog().get(own) if own else None), True
+    return hardware.catalog()[kind], kind == own
+
+
+def workload_of(profile: Profile, s: Scenario) -> Workload:
+    base = profile.config.workload
+    return dataclasses.replace(
+        base,
+        prompt_tokens=s.prompt_tokens,
+        output_tokens=s.output_tokens,
+        concurrency=s.concurrency,
+        shared_prefix_tokens=min(base.shared_prefix_tokens, s.prompt_tokens),
+    )
+
+
+def rates_for(
+    profile: Profile, result: dict[str, Any], shapes: Shapes, gpu: GPU | None, on_worker: bool,
+    dtype: str,
+) -> Calibration:  # fmt: skip
+    if on_worker:
+        return calibrate(shapes, result, profile.environment.device_name)
+    assert gpu is not None
+    return assumed(gpu, dtype)
+
+
+def run(profile: Profile, result: dict[str, Any], s: Scenario) -> Outcome:
+    """Project one scenario; raises ValueError (or KeyError, TypeError) when it cannot."""
+    shapes, shapes_note = shapes_of(profile)
+    gpu, on_worker = target(profile, s.gpu_kind)
+    workload = workload_of(profile, s)
+    calibration = rates_for(profile, result, shapes, gpu, on_worker, s.dtype)
+    projection = project(shapes, calibration, s.dtype, s.prompt_tokens, s.output_tokens,
+                         s.concurrency, gpu, s.gpu_count)  # fmt: skip
+    fit, advice = None, None
+    if gpu is not None:
+        kv_token = projection.kv_cache_bytes_per_token
+        fit = memory.fit_check(projection.weights_bytes, kv_token, workload, gpu, s.gpu_count)
+        stated = profile.config.stated_bottleneck
+        facts = Facts.from_projection(projection, shapes, calibration, workload, gpu, stated)
+        advice = advise(facts)
+    env = profile.environment
+    name = (env.device_name or env.device) if on_worker or gpu is None else gpu.key
+    notes = [f"shapes: {shapes_note}", *projection.notes, *_caveats(profile, s, gpu, on_worker)]
+    return Outcome(s, f"{s.gpu_count}× {name}", on_worker, calibration, projection, fit, advice,
+                   notes)  # fmt: skip
+
+
+def _caveats(profile: Profile, s: Scenario, gpu: GPU | None, on_worker: bool) -> list[str]:
+    notes = []
+    measured_dtype = profile.environment.dtype
+    if on_worker and s.dtype != measured_dtype:
+        notes.append(f"the rates were measured in {measured_dtype}; {s.dtype} changes the bytes "
+                     "moved, not the rates")  # fmt: skip
+    if not on_worker and gpu is not None and gpu.peak_flops(s.dtype) is None:
+        notes.append(f"the catalog has no {s.dtype} peak for {gpu.key}: its bfloat16 peak is used")
+    if gpu is None:
+        notes.append("the device is not a catalog GPU: whether it fits is not judged and the "
+                     "advice is not run again (pick a GPU to see both)")  # fmt: skip
+    return notes
+
+
+# In words and units, for the template ----------------------------------------------
+
+
+def rate_rows(calibration: Calibration) -> list[tuple[str, str]]:
+    """The calibration's rates: what every projected figure rests on."""
+
+    def phase(name: str, rate: PhaseRate) -> tuple[str, str]:
+        parts = []
+        if rate.flops_per_second:
+            parts.append(tflop_s(rate.flops_per_second))
+        if rate.bytes_per_second:
+            parts.append(gb_s(rate.bytes_per_second))
+        if rate.overhead_seconds:
+            parts.append(f"+ {ms(rate.overhead_seconds)} per pass")
+        used = f" (fitted to {rate.points} points)" if rate.points else " (assumed)"
+        return name, " ".join(parts) + used
+
+    return [phase("Prefill", calibration.prefill), phase("Decode", calibration.decode)]
+
+
+def figure_rows(before: Outcome | None, after: Outcome) -> list[dict[str, str]]:
+    """The projected figures, the submitted scenario's beside the what-if's."""
+
+    def figures(o: Outcome) -> list[tuple[str, str]]:
+        p, fit = o.projection, o.fit
+        fits = UNKNOWN if fit is None else ("fits" if fit.fits else "does not fit")
+        return [
+            ("Time to first token", ms(p.ttft_seconds)),
+            ("Time per output token", ms(p.tpot_seconds)),
+            ("End to end, one request", ms(p.end_to_end_seconds)),
+            ("Decode throughput (all requests)", tok_s(p.decode_tokens_per_second)),
+            ("Prefill share of a request", pct(p.prefill_share)),
+            ("Weights", size(p.weights_bytes)),
+            ("KV cache (all requests)", size(p.kv_cache_bytes)),
+            ("Memory needed", size(p.weights_bytes + p.kv_cache_bytes)),
+            ("Usable memory", UNKNOWN if fit is None else size(fit.available_bytes)),
+            ("Fits", fits),
+            ("Most requests that fit", UNKNOWN if fit is None else count(fit.max_concurrency)),
+        ]
+
+    old = figures(before) if before else []
+    return [
+        {"name": name, "after": value, "before": old[i][1] if old else UNKNOWN}
+        for i, (name, value) in enumerate(figures(after))
+    ]
+
+
+def first_line(advice: Advice | None) -> str:
+    if advice is None:
+        return UNKNOWN
+    first = advice.first
+    head = advice.bottleneck_label
+    return f"{head}: {first.setting} ({first.technique})" if first else f"{head}: no technique"
+
+
+def advice_change(
+    stored: dict[str, Any] | None, before: Outcome | None, after: Outcome
+) -> dict[str, Any] | None:
+    """Whether the what-if's advice differs (bottleneck or first technique) from the advice
+    on the same path for the submitted scenario, or, where that has none, the stored one."""
+    if after.advice is None:
+        return None
+    try:
+        measured = Advice.from_dict(stored) if isinstance(stored, dict) else None
+    except (KeyError, TypeError, ValueError, AttributeError):
+        measured = None
+    submitted = before.advice if before else None
+    reference = submitted or measured
+    against = "the submitted workload (estimated the same way)" if submitted else (
+        "this report's measured advice")  # fmt: skip
+
+    def key(a: Advice) -> tuple[str, str]:
+        return a.bottleneck, a.first.technique if a.first else ""
+
+    return {
+        "measured": first_line(measured),
+        "reference": first_line(reference),
+        "against": against,
+        "after": first_line(after.advice),
+        "summary": after.advice.summary,
+        "changes": None if reference is None else key(reference) != key(after.advice),
+    }
