@@ -206,6 +206,11 @@ ADVISOR_MAX_ATTEMPTS = env_int("ADVISOR_MAX_ATTEMPTS", 3, minimum=1)
 ADVISOR_REAP_EVERY_S = env_int("ADVISOR_REAP_EVERY_S", 30, minimum=1)
 if ADVISOR_HEARTBEAT_STALE_S <= 2 * ADVISOR_HEARTBEAT_S:
     raise ImproperlyConfigured("ADVISOR_HEARTBEAT_STALE_S must exceed two heartbeats")
+# The JSON API (/api/v1/) asks for `Authorization: Bearer <token>` when this is
+# set; unset, it is open like the new-job form.
+ADVISOR_API_TOKEN = env_str("ADVISOR_API_TOKEN").strip()
+# One comment per browser session this often, at most (0: no limit).
+ADVISOR_COMMENT_EVERY_S = env_int("ADVISOR_COMMENT_EVERY_S", 5, minimum=0)
 
 # --- Celery -----------------------------------------------------------------
 

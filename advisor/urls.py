@@ -1,4 +1,4 @@
-"""Top-level URLs: the admin, then the jobs and reports apps (namespaced)."""
+"""Top-level URLs: the admin, the JSON API, then the jobs and reports apps (namespaced)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from django.urls import include, path
 urlpatterns = [
     # /admin/
     path("admin/", admin.site.urls),
+    # /api/v1/...
+    path("api/v1/", include("advisor.api.urls")),
     # /reports/...
     path("reports/", include("advisor.reports.urls")),
     # /, /jobs/...

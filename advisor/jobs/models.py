@@ -163,6 +163,13 @@ class Job(models.Model):
     run_quantization = models.BooleanField(default=False)
     precisions = models.CharField(max_length=128, blank=True)
     quant_keep = models.CharField(max_length=64, blank=True)
+    # Prefix caching and parallelism (optional experiments). The user's prompt
+    # sample, when given, is a PromptSample row of its own (`prompt_sample`).
+    # tp_measure: processes for a measured tensor-parallel run; null is the
+    # library's default (2 where two or more CUDA GPUs are visible, else off), 0 off.
+    run_caching = models.BooleanField(default=False)
+    run_parallel = models.BooleanField(default=False)
+    tp_measure = models.PositiveSmallIntegerField(null=True, blank=True)
 
     # Life of the job.
     state = models.CharField(
@@ -210,6 +217,40 @@ class Job(models.Model):
         """The parts kept in the reference precision ("lm_head,embeddings" → two names)."""
         return _names(self.quant_keep)
 
+    def sample_info(self) -> PromptSample | None:
+        """The prompt sample's name, count and size, without loading its prompts."""
+        if self.pk is None:
+            return None
+        return PromptSample.objects.defer("prompts").filter(job=self).first()
+
+    def sample_prompts(self) -> list[str]:
+        """The prompt sample's prompts in file order; [] when the job has none."""
+        try:
+            return list(self.prompt_sample.prompts)
+        except PromptSample.DoesNotExist:
+            return []
+
+
+class PromptSample(models.Model):
+    """The user's own prompts for the prefix-caching experiment, parsed at upload.
+
+    A row of its own, saved in the job's transaction, so a worker on another
+    machine reads it from the database like the job; it can hold up to
+    PROMPT_SAMPLE_MAX_PROMPTS prompts and PROMPT_SAMPLE_MAX_BYTES of text, so
+    pages and the admin show only its name, count and size (`Job.sample_info`).
+    """
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="prompt_sample")
+    filename = models.CharField(max_length=255, blank=True)
+    prompts = models.JSONField(default=list)  # list[str], in file order
+    prompt_count = models.PositiveIntegerField()
+    size_bytes = models.PositiveIntegerField()  # of the uploaded file
+    sha256 = models.CharField(max_length=64)  # of the uploaded file
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.filename or 'prompt sample'} ({self.prompt_count:,} prompts)"
+
 
 class WorkerQuerySet(models.QuerySet):
     def live(self, now=None) -> WorkerQuerySet:
@@ -251,3 +292,21 @@ class Worker(models.Model):
     def wrap_queues(queues: list[str]) -> str:
         """The stored form of a queue list, so `serving()` can match whole names."""
         return "," + ",".join(sorted(set(queues))) + ","
+
+
+class Comment(models.Model):
+    """A teammate's note under a shared report; anyone holding the share link may post."""
+
+    AUTHOR_MAX = 80
+    TEXT_MAX = 2000
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="comments")
+    author = models.CharField(max_length=AUTHOR_MAX, blank=True)
+    text = models.TextField(max_length=TEXT_MAX)
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        ordering = ["created_at", "pk"]
+
+    def __str__(self) -> str:
+        return f"{self.author or 'anonymous'} on {self.job_id}: {self.text[:40]}"

@@ -8,9 +8,12 @@ that submitted it may cancel.
 from __future__ import annotations
 
 import re
+from typing import Any
 
+from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -19,6 +22,7 @@ from advisor.jobs import dispatch
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import owned_jobs, owns, remember
+from advisor.reports.forms import CommentForm
 from advisor.reports.views import report_context
 
 SHARE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -42,11 +46,13 @@ def _missing(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def new_job(request: HttpRequest) -> HttpResponse:
     dispatch.reap_if_due()
-    form = JobForm(request.POST if request.method == "POST" else None)
+    form = JobForm(request.POST, request.FILES) if request.method == "POST" else JobForm()
     if form.is_bound and form.is_valid():
         job = form.save(commit=False)
         try:
-            dispatch.submit(job)
+            with transaction.atomic():  # published on commit: the prompt sample is saved too
+                dispatch.submit(job)
+                form.save_m2m()
         except dispatch.QueueUnavailable as exc:
             form.add_error(None, f"{QUEUE_DOWN} ({exc})")
         else:
@@ -67,10 +73,22 @@ def job_detail(request: HttpRequest, token: str) -> HttpResponse:
     job = _job(token)
     if job is None:
         return _missing(request)
-    context = {"job": job, "owner": owns(request, job), "share_url": request.build_absolute_uri()}
+    return render(request, "jobs/detail.html", detail_context(request, job))
+
+
+def detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
+    """The job page's context (the comment view re-renders the page with it, too)."""
+    share_url = request.build_absolute_uri(reverse("jobs:detail", args=[job.share_token]))
+    context = {
+        "job": job,
+        "owner": owns(request, job),
+        "share_url": share_url,
+        "comments": job.comments.all(),
+        "comment_form": CommentForm(),
+    }
     if job.state == Job.State.SUCCEEDED:
-        context.update(report_context(job))
-    return render(request, "jobs/detail.html", context)
+        context.update(report_context(job, request.GET))
+    return context
 
 
 @never_cache

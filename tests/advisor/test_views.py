@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
 from advisor.celery import app
-from advisor.jobs.models import Job, Worker
+from advisor.jobs.models import Job, PromptSample, Worker
 from advisor.jobs.ownership import SESSION_KEY
+from profiling.config import PROMPT_SAMPLE_MAX_BYTES
+from profiling.parallel.results import MeasuredTP
+from tests.advisor.cachedata import (
+    SKIPPED_REASON,
+    caching_result,
+    measured_tp,
+    parallel_result,
+    point,
+    with_caching,
+    with_parallel,
+)
 from tests.advisor.formdata import CSRF_INPUT, demo_form
 from tests.advisor.quantdata import INT4_REASON, quantization_result, with_quantization
 from tests.advisor.test_charts import real_demo_profile, real_spec_profile
@@ -485,3 +498,311 @@ def test_result_json_is_an_attachment_with_the_stored_result(browser, demo_resul
 def test_result_json_of_an_unfinished_job_is_404(browser):
     job = make_job()
     assert browser.get(reverse("jobs:result-json", args=[job.share_token])).status_code == 404
+
+
+# Prefix caching and parallelism: the form -------------------------------------------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def post_with_file(client: Client, content: bytes, name: str = "prompts.txt", **changes: str):
+    token = csrf_token(client)
+    prompt_file = SimpleUploadedFile(name, content, content_type="text/plain")
+    data = {**form_data(**changes), "csrfmiddlewaretoken": token, "prompt_file": prompt_file}
+    return client.post("/", data)  # multipart, as the page's enctype makes a browser send
+
+
+def field_block(html: str, name: str) -> str:
+    return html.split(f'id="field-{name}"')[1].split("</div>")[0]
+
+
+def test_the_form_page_uploads_as_multipart_and_has_the_caching_and_parallel_fieldsets(
+    browser, cpu_worker
+):
+    html = browser.get("/").content.decode()
+    form_tag = html.split("<form", 2)[1].split(">")[0]
+    assert 'enctype="multipart/form-data"' in form_tag and 'method="post"' in form_tag
+    caching = html.split('id="caching-fields"')[1].split("</fieldset>")[0]
+    assert "<legend>Reuse prompt work (prefix caching)</legend>" in caching
+    assert 'type="checkbox" name="run_caching"' in caching
+    assert 'type="file" name="prompt_file"' in caching and "JSON Lines" in caching
+    parallel = html.split('id="parallel-fields"')[1].split("</fieldset>")[0]
+    assert "<legend>Split work across devices</legend>" in parallel
+    assert 'type="checkbox" name="run_parallel"' in parallel
+    options = re.findall(r'<option value="([^"]*)"', parallel.split('name="tp_measure"')[1])
+    assert options == ["", "0", "2", "4", "8"]
+    assert "two processes with gloo" in parallel
+
+
+def test_a_prompt_file_is_saved_with_the_job_and_only_its_size_is_shown(browser, cpu_worker):
+    content = b"SECRET-PROMPT-1 what is a KV cache?\nSECRET-PROMPT-2 and a prefix?\n"
+    response = post_with_file(browser, content, notes="with prompts")
+    assert response.status_code == 302
+    job = Job.objects.get()
+    sample = PromptSample.objects.get(job=job)
+    assert job.run_caching and sample.prompt_count == 2 and sample.size_bytes == len(content)
+    page = browser.get(response["Location"]).content.decode()
+    shown = page.split('id="prompt-sample"')[1].split("</dd>")[0]
+    assert "prompts.txt" in shown and "2 prompts" in shown and f"{len(content)} B" in shown
+    assert "SECRET-PROMPT" not in page
+
+
+def test_the_admin_shows_the_samples_size_not_its_prompts(admin_client):
+    job = make_job()
+    PromptSample.objects.create(
+        job=job, filename="mine.txt", prompts=["SECRET-PROMPT-A", "SECRET-PROMPT-B"],
+        prompt_count=2, size_bytes=32, sha256="ab" * 32,
+    )  # fmt: skip
+    change = admin_client.get(f"/admin/jobs/job/{job.pk}/change/").content.decode()
+    listing = admin_client.get("/admin/jobs/job/").content.decode()
+    assert "SECRET-PROMPT" not in change + listing
+    assert "mine.txt (2 prompts) · 32 B · sha256 abababababab" in change
+
+
+def test_a_jsonl_chat_file_is_accepted_from_the_browser(browser, cpu_worker):
+    content = b'{"messages": [{"role": "user", "content": "hello"}]}\n{"prompt": "bye"}\n'
+    assert post_with_file(browser, content, "chats.jsonl").status_code == 302
+    assert Job.objects.get().sample_prompts() == ["user: hello", "bye"]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "The prompt file is empty"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "looks binary"),
+        (b'{"prompt": "fine"}\n{"prompt": "cut off\n', "Line 2: not valid JSON"),
+    ],
+)
+def test_a_bad_prompt_file_is_refused_next_to_its_field_and_the_rest_is_kept(
+    browser, cpu_worker, content, words
+):
+    response = post_with_file(
+        browser, content, notes="keep my notes", prompt_tokens="777", run_parallel="on",
+        tp_measure="2",
+    )  # fmt: skip
+    assert response.status_code == 200
+    html = response.content.decode()
+    field = field_block(html, "prompt_file")
+    assert words in field and "choose it again" in field
+    assert "keep my notes" in html and 'value="777"' in html
+    assert re.search(r'name="run_parallel"[^>]*checked', html)
+    assert re.search(r'<option value="2" selected>', html)
+    assert not Job.objects.exists() and not PromptSample.objects.exists()
+
+
+def test_an_oversized_prompt_file_is_refused_with_the_limit(browser, cpu_worker):
+    content = b"x" * 1000 + b"\n"
+    content *= PROMPT_SAMPLE_MAX_BYTES // len(content) + 1
+    html = post_with_file(browser, content, notes="big").content.decode()
+    field = field_block(html, "prompt_file")
+    assert "The prompt file is 16.0 MB; the limit is 16 MB" in field
+    assert "big" in html and not Job.objects.exists()
+
+
+def test_a_good_file_beside_a_bad_field_says_to_choose_it_again(browser, cpu_worker):
+    html = post_with_file(browser, b"one\ntwo\n", prompt_tokens="0").content.decode()
+    field = field_block(html, "prompt_file")
+    assert "prompts.txt was read (2 prompts)" in field and "choose it again" in field
+    assert not Job.objects.exists()
+
+
+def test_ten_thousand_prompts_are_accepted_within_the_request(browser, cpu_worker):
+    system = "You are a support agent for ACME."
+    lines = [f"{system} Ticket {i}: my order {i * 7} is late." for i in range(10_000)]
+    content = ("\n".join(lines) + "\n").encode()
+    started = time.perf_counter()
+    response = post_with_file(browser, content, "tickets.txt")
+    elapsed = time.perf_counter() - started
+    assert response.status_code == 302
+    sample = PromptSample.objects.get()
+    assert sample.prompt_count == 10_000 and sample.prompts[9_999] == lines[9_999]
+    # Parsing only (analysis is the worker's): far under a second on an idle machine;
+    # the bound leaves room for two busy shared cores.
+    assert elapsed < 5.0, f"{elapsed:.2f} s"
+
+
+@pytest.mark.django_db(transaction=True)  # real commits, as in production
+def test_the_job_is_published_only_once_its_sample_is_committed(browser, cpu_worker, monkeypatch):
+    seen: list[int] = []
+
+    def publish(job: Job) -> None:  # what a worker on another machine would find
+        seen.append(PromptSample.objects.filter(job_id=job.pk).count())
+
+    monkeypatch.setattr("advisor.jobs.dispatch._publish_new", publish)
+    assert post_with_file(browser, b"a\nb\n").status_code == 302
+    assert seen == [1]
+
+
+# Prefix caching and parallelism: the report -----------------------------------------
+
+
+def caching_report(client: Client, demo_result: dict[str, Any], **changes: Any) -> str:
+    return report_html(client, with_caching(demo_result, caching_result(**changes)))
+
+
+def parallel_report(client: Client, demo_result: dict[str, Any], **changes: Any) -> str:
+    return report_html(client, with_parallel(demo_result, parallel_result(**changes)))
+
+
+def table_rows(html: str, table_id: str) -> list[str]:
+    table = html.split(f'id="{table_id}"')[1].split("</table>")[0]
+    return table.split("<tbody>")[1].split("</tr>")[:-1]
+
+
+def test_a_report_without_caching_or_parallel_has_no_such_sections(browser, demo_result):
+    html = report_html(browser, demo_result)
+    assert 'id="caching"' not in html and 'id="parallel"' not in html
+    assert "chart-caching" not in html and "chart-interference" not in html
+
+
+def test_the_caching_section_shows_the_finding_chart_and_sweep(browser, demo_result):
+    html = caching_report(browser, demo_result)
+    section = html.split('<section id="caching">')[1].split("</section>")[0]
+    assert "Your prompts share 61 % of their tokens" in section  # capitalised finding
+    assert '<script id="chart-caching" type="application/json">' in section
+    rows = table_rows(section, "cache-sweep")
+    assert len(rows) == 5
+    half = rows[2]
+    for cell in ("256", "50.0 %", "200 ms", "110 ms", "0.55×", "45.0 % less", "0.786 MB", "✓"):
+        assert cell in half, cell
+    assert ">same<" in rows[0]  # warm/cold 1.00
+    assert "✗" not in section and 'id="cache-mismatch-banner"' not in section
+    shared = table_rows(section, "cache-shared")
+    assert len(shared) == 1 and "180 ms" in shared[0] and "12.5 %" in shared[0]
+    turns = table_rows(section, "cache-turns")
+    assert len(turns) == 3 and "408" in turns[2] and "150 ms" in turns[2]
+    assert "prefix 0 tokens cold is noisy" in section
+
+
+def test_the_users_prompts_show_reuse_hit_rate_histogram_and_saving(browser, demo_result):
+    html = caching_report(browser, demo_result)
+    sample = html.split('id="cache-sample"')[1].split("</dl>")[0]
+    for text in ("12", "736", "452", "61.4 %", "91.7 % of prompts", "0.872 MB"):
+        assert text in sample, text
+    saving = sample.split('id="cache-sample-saving"')[1]
+    assert "200 ms cold" in saving and "90.0 ms" in saving and "55.0 % less" in saving
+    assert '<script id="chart-caching-sample" type="application/json">' in html
+    assert 'id="cache-sample-empty"' not in html
+
+
+def test_without_a_sample_the_section_says_how_to_add_one(browser, demo_result):
+    html = caching_report(browser, demo_result, prompt_sample=None, finding="")
+    empty = html.split('id="cache-sample-empty"')[1].split("</div>")[0]
+    assert "No prompt sample was given" in empty and "--prompts FILE" in empty
+    assert 'href="/"' in empty
+    assert "chart-caching-sample" not in html
+
+
+def test_without_a_shared_prefix_it_says_how_to_set_one(browser, demo_result):
+    html = caching_report(
+        browser, demo_result, shared_prefix=None, shared_prefix_requested_tokens=0
+    )
+    assert 'id="cache-shared"' not in html
+    assert "Shared-prefix tokens" in html.split('id="cache-no-shared"')[1]
+
+
+def test_a_point_whose_outputs_differ_is_flagged_on_its_row_and_in_a_banner(browser, demo_result):
+    sweep = caching_result().prefix_sweep
+    sweep[3] = point(384, 0.070, match=False)
+    html = caching_report(browser, demo_result, prefix_sweep=sweep)
+    banner = html.split('id="cache-mismatch-banner"')[1].split("</div>")[0]
+    assert "Outputs differ with a reused cache at 1 point:" in banner
+    rows = table_rows(html, "cache-sweep")
+    assert 'class="cache-point mismatch' in rows[3] and "✗ outputs differ" in rows[3]
+    assert all("✗" not in row for i, row in enumerate(rows) if i != 3)
+
+
+def test_the_parallel_section_shows_plans_with_the_fewest_that_fit(browser, demo_result):
+    html = parallel_report(browser, demo_result)
+    section = html.split('<section id="parallel">')[1].split("</section>")[0]
+    assert "The fewest L4 GPUs that hold 8 requests × 4096 tokens: 2" in section
+    assert "A prefill of 256 tokens joining" not in section.split("<h3>")[0]  # shown below
+    basis = section.split('id="parallel-basis"')[1].split("</p>")[0]
+    assert "measured" in basis and "checked them against the real split" in basis
+    rows = table_rows(section, "parallel-plans")
+    assert [re.findall(r'<td class="num">(\d+)</td>', r)[:3] for r in rows] == [
+        ["1", "1", "1"], ["2", "1", "2"], ["1", "2", "2"], ["4", "1", "4"],
+    ]  # fmt: skip
+    assert "✗" in rows[0] and "weights alone exceed the device" in rows[0]
+    assert 'class="plan fewest"' in rows[1] and "fewest devices that fit" in rows[1]
+    assert "4.00 GB" in rows[1] and "2.00 GB" in rows[1] and "6.00 GB" in rows[1]
+    assert "fewest" not in rows[2]  # as few devices, but not the one the library chose
+
+
+def test_the_measured_tp_run_shows_per_rank_weights_ratios_and_outputs(browser, demo_result):
+    html = parallel_report(browser, demo_result)
+    measured = html.split('id="tp-measured"')[1].split("</table>")[0]
+    assert measured.count("Weights, rank") == 2 and "1.9× smaller" in measured
+    assert "4.20 MB" in measured and "8.07 MB" in measured
+    assert "30.0 ms" in measured and "20.0 ms" in measured and "1.50×" in measured
+    assert "1.5× slower" in measured
+    assert "✓" in measured and "0.00000200" in measured
+
+
+def test_a_tp_run_that_was_skipped_or_failed_gives_its_reason(browser, demo_result):
+    skipped = MeasuredTP(status="skipped", reason=SKIPPED_REASON)
+    html = parallel_report(browser, demo_result, measured=skipped)
+    note = html.split('id="tp-not-measured"')[1].split("</p>")[0]
+    assert "not run" in note and escape(SKIPPED_REASON) in note
+    assert "estimated from shapes" in html.split('id="parallel-basis"')[1].split("</p>")[0]
+    failed = MeasuredTP(status="failed", reason="torchrun failed: exit 1")
+    html = parallel_report(browser, demo_result, measured=failed)
+    assert 'class="note warn" id="tp-not-measured"' in html
+    assert "torchrun failed: exit 1" in html
+
+
+def test_tp_outputs_that_differ_are_flagged(browser, demo_result):
+    html = parallel_report(browser, demo_result, measured=measured_tp(greedy_tokens_match=False))
+    measured = html.split('id="tp-measured"')[1].split("</table>")[0]
+    assert "✗ outputs differ" in measured and "greedy tokens differ" in measured
+
+
+def test_disaggregation_shows_interference_ratio_and_kv_transfer(browser, demo_result):
+    html = parallel_report(browser, demo_result)
+    assert '<script id="chart-interference" type="application/json">' in html
+    split = html.split('id="disaggregation"')[1].split("</dl>")[0]
+    assert "20.0 ms alone → 80.0 ms" in split and "(4.0×)" in split
+    assert '<strong class="big" id="pd-ratio">1 prefill : 3 decode</strong>' in split
+    transfer = split.split('id="kv-transfer"')[1].split("</dd>")[0]
+    assert "1.57 MB" in transfer and "0.00870 ms" in transfer and "NVLink 4" in transfer
+    assert "180 GB/s" in transfer
+    assert 'mixed <span class="bad">missed</span>' in split
+
+
+def test_kv_transfer_without_a_link_says_how_to_get_one(browser, demo_result):
+    result = parallel_result()
+    result.disaggregation.kv_transfer_seconds = result.disaggregation.link = None
+    html = report_html(browser, with_parallel(demo_result, result))
+    transfer = html.split('id="kv-transfer"')[1].split("</dd>")[0]
+    assert "1.57 MB" in transfer and "choose a target GPU" in transfer
+
+
+def test_script_in_warnings_notes_and_reasons_is_escaped(browser, demo_result):
+    attack = "<script>alert(1)</script>"
+    caching = caching_result(warnings=[attack], finding=f"finding {attack}")
+    parallel = parallel_result(
+        measured=MeasuredTP(status="failed", reason=attack),
+        notes=[f"note {attack}"], warnings=[f"warning {attack}"],
+    )  # fmt: skip
+    parallel.plans[0].note = attack
+    parallel.disaggregation.link = attack
+    result = with_parallel(with_caching(demo_result, caching), parallel)
+    html = report_html(browser, result)
+    assert attack not in html
+    escaped = escape(attack)
+    assert html.count(escaped) >= 6
+    for where in ('id="caching"', 'id="parallel-plans"', 'id="tp-not-measured"'):
+        assert escaped in html.split(where)[1]
+
+
+def test_a_real_cli_result_renders_both_sections(browser):
+    result = json.loads((FIXTURES / "cli_caching_parallel.json").read_text())
+    html = report_html(browser, result)
+    for part in ('id="caching"', 'id="parallel"', 'id="cache-sweep"', 'id="parallel-plans"',
+                 'id="cache-sample"', 'id="disaggregation"', 'id="tp-not-measured"'):  # fmt: skip
+        assert part in html, part
+    assert len(table_rows(html, "cache-sweep")) == len(result["caching"]["prefix_sweep"])
+    assert len(table_rows(html, "parallel-plans")) == len(result["parallel"]["plans"])
+    assert escape(result["disaggregation"]["workers"]) in html
+    for chart in ("chart-caching", "chart-caching-sample", "chart-interference"):
+        assert f'<script id="{chart}" type="application/json">' in html

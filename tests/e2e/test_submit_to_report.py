@@ -11,6 +11,7 @@ import re
 import time
 import urllib.parse
 import urllib.request
+import uuid
 from http.cookiejar import CookieJar
 
 import pytest
@@ -44,17 +45,52 @@ class Session:
         with self.opener.open(self.base_url + path, timeout=30) as response:
             return response.geturl(), response.read().decode()
 
-    def post_form(self, path: str, fields: dict[str, str]) -> tuple[str, str]:
+    def csrf_token(self, path: str) -> str:
         _, page = self.get(path)
         token = CSRF_INPUT.search(page)
         assert token, "the form has no CSRF token"
-        body = urllib.parse.urlencode({**fields, "csrfmiddlewaretoken": token.group(1)}).encode()
-        request = urllib.request.Request(self.base_url + path, data=body, method="POST")
+        return token.group(1)
+
+    def post_form(self, path: str, fields: dict[str, str | list[str]]) -> tuple[str, str]:
+        form = {**fields, "csrfmiddlewaretoken": self.csrf_token(path)}
+        body = urllib.parse.urlencode(form, doseq=True).encode()  # a list: ticked checkboxes
+        return self._post(path, body, "application/x-www-form-urlencoded")
+
+    def post_multipart(
+        self, path: str, fields: dict[str, str | list[str]], files: dict[str, tuple[str, bytes]]
+    ) -> tuple[str, str]:
+        """POST with file uploads: `files` maps a field to (filename, content)."""
+        form = {**fields, "csrfmiddlewaretoken": self.csrf_token(path)}
+        body, content_type = multipart(form, files)
+        return self._post(path, body, content_type)
+
+    def _post(self, path: str, body: bytes, content_type: str) -> tuple[str, str]:
+        request = urllib.request.Request(
+            self.base_url + path, data=body, method="POST", headers={"Content-Type": content_type}
+        )
         with self.opener.open(request, timeout=30) as response:  # follows the redirect
             return response.geturl(), response.read().decode()
 
 
-def demo_fields(**changes: str) -> dict[str, str]:
+def multipart(fields: dict[str, str | list[str]], files: dict[str, tuple[str, bytes]]) -> tuple:
+    """(body, content type) of a multipart/form-data POST, as a browser sends it."""
+    boundary = uuid.uuid4().hex
+    parts: list[bytes] = []
+    for name, value in fields.items():
+        for item in value if isinstance(value, list) else [value]:
+            head = f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n'
+            parts.append(head.encode() + item.encode() + b"\r\n")
+    for name, (filename, data) in files.items():
+        head = (
+            f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"; '
+            f'filename="{filename}"\r\nContent-Type: text/plain\r\n\r\n'
+        )
+        parts.append(head.encode() + data + b"\r\n")
+    parts.append(f"--{boundary}--\r\n".encode())
+    return b"".join(parts), f"multipart/form-data; boundary={boundary}"
+
+
+def demo_fields(**changes: str | list[str]) -> dict[str, str | list[str]]:
     # Target an H100 no worker serves, and run on the CPU worker instead.
     fields = {"gpu_kind": "H100-SXM", "run_on": "cpu", "ttft_ms": "800", "notes": "e2e over HTTP"}
     return demo_form(**{**fields, "stated_bottleneck": "generation", **changes})

@@ -1,0 +1,178 @@
+"""`manage.py submit_job`: submit a job from the terminal and watch it to the end.
+
+The flags are the new-job form's fields and go through the same form, so the
+checks and messages are the browser's. While the job runs, a progress bar
+(phase, %, message) is redrawn in place; then the share link (its path) and a
+one-paragraph summary are printed.
+
+Exit status: 0 succeeded (or submitted, with --no-wait), 1 failed, cancelled or
+not submitted (queue down), 2 bad input, 3 still running at --timeout.
+"""
+
+from __future__ import annotations
+
+import time
+from argparse import ArgumentParser
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+from django.urls import reverse
+
+from advisor.jobs import dispatch, submission
+from advisor.jobs.models import Job
+from profiling import hardware
+from profiling.config import EXPERIMENT_NAMES
+
+BAR_WIDTH = 30
+EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT = 1, 2, 3
+# Form field → the flag that sets it, so an error names what the user typed.
+FLAGS = {
+    "model_name": "--model", "model_source": "--source", "dtype": "--dtype",
+    "quick": "--full", "gpu_kind": "--gpu", "gpu_count": "--gpus", "run_on": "--run-on",
+    "prompt_tokens": "--prompt-tokens", "output_tokens": "--output-tokens",
+    "concurrency": "--concurrency", "shared_prefix_tokens": "--shared-prefix-tokens",
+    "ttft_ms": "--ttft-ms", "tpot_ms": "--tpot-ms", "stated_bottleneck": "--stated-bottleneck",
+    "notes": "--notes", "draft_model": "--draft", "spec_ks": "--spec-k",
+    "prompt_lookup": "--no-prompt-lookup", "precisions": "--precisions",
+    "quant_keep": "--quant-keep", "tp_measure": "--tp-measure",
+}  # fmt: skip
+
+
+def _names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def bar(job: Job) -> str:
+    """`[#########.....]  42 %  decode: batch 4` for a job row."""
+    done = max(0.0, min(1.0, job.progress))
+    filled = round(done * BAR_WIDTH)
+    what = ": ".join(part for part in (job.phase, job.message) if part) or job.state
+    return f"[{'#' * filled}{'.' * (BAR_WIDTH - filled)}] {done:4.0%}  {what}"[:120]
+
+
+def summary(job: Job) -> str:
+    """One paragraph: the verdict and the advice's first line, or why it ended."""
+    if job.state != Job.State.SUCCEEDED:
+        reason = job.error or job.message or "no reason was recorded"
+        return f"The job {job.get_state_display().lower()}: {reason}"
+    result = job.result or {}
+    parts = [
+        (result.get("verdict") or {}).get("summary"),
+        (result.get("advice") or {}).get("summary"),
+    ]
+    return " ".join(f"{p.rstrip('.')}." for p in parts if p) or "Profile complete."
+
+
+class Command(BaseCommand):
+    help = "Submit a profiling job (the new-job form's fields as flags) and follow it."
+
+    def add_arguments(self, parser: ArgumentParser) -> None:
+        parser.add_argument("--model", default="demo", help="demo, a Hub id or /a/local/dir")
+        parser.add_argument("--source", default="demo", choices=list(Job.ModelSource.values))
+        parser.add_argument("--dtype", default="auto")
+        parser.add_argument("--full", action="store_true", help="full sweeps (default: quick)")
+        parser.add_argument("--gpu", default="", help="target GPU kind (H100, L4, …); blank: any")
+        parser.add_argument("--gpus", type=int, default=1)
+        parser.add_argument("--run-on", default="", help="a live queue, or wait-for-target")
+        for name, default in (("prompt", 512), ("output", 128)):
+            parser.add_argument(f"--{name}-tokens", type=int, default=default)
+        parser.add_argument("--concurrency", type=int, default=8)
+        parser.add_argument("--shared-prefix-tokens", type=int, default=0)
+        parser.add_argument("--ttft-ms", type=float)
+        parser.add_argument("--tpot-ms", type=float)
+        parser.add_argument("--stated-bottleneck", default="unsure")
+        parser.add_argument("--notes", default="")
+        parser.add_argument(
+            "--experiments", default="", help=f"comma-separated: {','.join(EXPERIMENT_NAMES)}"
+        )
+        parser.add_argument("--draft", default="")
+        parser.add_argument("--spec-k", default="1,2,4")
+        parser.add_argument("--no-prompt-lookup", action="store_true")
+        parser.add_argument("--precisions", help="e.g. fp32,int8,int4 (the first is the reference)")
+        parser.add_argument("--quant-keep", default="", help="e.g. lm_head,embeddings")
+        parser.add_argument("--tp-measure", type=int)
+        parser.add_argument("--no-wait", action="store_true", help="print the link and return")
+        parser.add_argument("--timeout", type=float, help="stop watching after this many seconds")
+        parser.add_argument("--poll", type=float, default=0.5, help="seconds between polls")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        experiments = _names(options["experiments"])
+        unknown = [name for name in experiments if name not in EXPERIMENT_NAMES]
+        if unknown:
+            raise self.bad_input(
+                [f"--experiments: unknown {', '.join(unknown)}; "
+                 f"choose from {', '.join(EXPERIMENT_NAMES)}"]
+            )  # fmt: skip
+        form, errors = submission.bind(self.values(options, experiments))
+        if form is None:
+            raise self.bad_input(
+                [f"{FLAGS.get(field, '')}: {m}".lstrip(": ") for field, ms in errors.items()
+                 for m in ms]
+            )  # fmt: skip
+        try:
+            job = submission.submit(form)
+        except dispatch.QueueUnavailable as exc:
+            raise CommandError(f"not submitted: {exc}", returncode=EXIT_FAILED) from exc
+        link = reverse("jobs:detail", args=[job.share_token])
+        self.stdout.write(f"submitted: {link}")
+        if options["no_wait"]:
+            return
+        job = self.follow(job, options["poll"], options["timeout"])
+        self.stdout.write(f"share link: {link}\n\n{summary(job)}")
+        if not job.is_final:
+            raise CommandError(
+                "still running; it goes on without this command", returncode=EXIT_TIMEOUT
+            )
+        if job.state != Job.State.SUCCEEDED:
+            raise CommandError(f"job {job.state}", returncode=EXIT_FAILED)
+
+    def values(self, options: dict[str, Any], experiments: list[str]) -> dict[str, Any]:
+        """The form's fields from the flags; a GPU alias (H100) becomes its catalog key."""
+        values = {
+            "model_name": options["model"], "model_source": options["source"],
+            "dtype": options["dtype"], "quick": not options["full"],
+            "gpu_kind": _gpu_key(options["gpu"]), "gpu_count": options["gpus"],
+            "run_on": options["run_on"],
+            "prompt_tokens": options["prompt_tokens"], "output_tokens": options["output_tokens"],
+            "concurrency": options["concurrency"],
+            "shared_prefix_tokens": options["shared_prefix_tokens"],
+            "ttft_ms": options["ttft_ms"], "tpot_ms": options["tpot_ms"],
+            "stated_bottleneck": options["stated_bottleneck"], "notes": options["notes"],
+            "draft_model": options["draft"], "spec_ks": options["spec_k"],
+            "prompt_lookup": not options["no_prompt_lookup"],
+            "quant_keep": _names(options["quant_keep"]), "tp_measure": options["tp_measure"],
+        }  # fmt: skip
+        if options["precisions"] is not None:
+            values["precisions"] = _names(options["precisions"])
+        values.update({f"run_{name}": True for name in experiments})
+        return values
+
+    def bad_input(self, lines: list[str]) -> CommandError:
+        return CommandError("bad input:\n  " + "\n  ".join(lines), returncode=EXIT_BAD_INPUT)
+
+    def follow(self, job: Job, poll_s: float, timeout_s: float | None) -> Job:
+        """Redraw the bar until the job ends (or the timeout); returns the fresh row."""
+        tty = self.stdout.isatty()
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        shown = ""
+        while True:
+            dispatch.reap_if_due()  # a lost worker is noticed without a beat process
+            job.refresh_from_db()
+            line = bar(job)
+            if line != shown:
+                # In place on a terminal; one line per change in a log.
+                self.stdout.write(f"\r{line:<120}" if tty else line, ending="" if tty else "\n")
+                self.stdout.flush()
+                shown = line
+            if job.is_final or (deadline is not None and time.monotonic() > deadline):
+                if tty:
+                    self.stdout.write("")
+                return job
+            time.sleep(poll_s)
+
+
+def _gpu_key(text: str) -> str:
+    try:
+        return hardware.lookup(text).key if text else ""
+    except hardware.UnknownGPU:
+        return text  # the form refuses it with its own message

@@ -1,0 +1,56 @@
+"""Submitting a job from plain values (the JSON API, `manage.py submit_job`).
+
+The values are the new-job form's fields and go through `JobForm`, so a
+script gets the same checks and the same messages as the browser; a field
+left out takes the form's initial value, as an untouched form field would.
+The prompt-sample upload is the browser form's only: it has no field here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from advisor.jobs import dispatch
+from advisor.jobs.forms import JobForm
+from advisor.jobs.models import Job
+
+UPLOAD_ONLY = ("prompt_file",)
+FIELDS = tuple(name for name in JobForm.base_fields if name not in UPLOAD_ONLY)
+
+Errors = dict[str, list[str]]
+
+
+def defaults() -> dict[str, Any]:
+    """Each field's initial value on a fresh form (512/128/8, quick, demo, …)."""
+    form = JobForm()
+    return {name: form[name].initial for name in FIELDS}
+
+
+def bind(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
+    """A bound, validated form for `values` over the defaults; or None and the errors.
+
+    Errors are `{field: [messages]}`; "__all__" holds those of no one field.
+    """
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        known = ", ".join(FIELDS)
+        return None, {name: [f"Unknown field. The fields are: {known}."] for name in unknown}
+    form = JobForm(data={**defaults(), **values})
+    if not form.is_valid():
+        return None, {name: list(messages) for name, messages in form.errors.items()}
+    return form, {}
+
+
+def submit(form: JobForm) -> Job:
+    """Save the validated form's job QUEUED and publish it; raises QueueUnavailable.
+
+    As the new-job view does: the message goes out when the block commits, and
+    a broker that is down leaves no row behind.
+    """
+    job = form.save(commit=False)
+    with transaction.atomic():
+        dispatch.submit(job)
+        form.save_m2m()
+    return job
