@@ -101,5 +101,17 @@ def span(progress: Progress, start: float, end: float) -> Progress:
     return scaled
 
 
+def ticker(progress: Progress | None, phase: str, total: int) -> Callable[[str], None]:
+    """`tick(message)` reports one more of `total` equal steps of `phase` as done."""
+    done = [0]
+
+    def tick(message: str) -> None:
+        done[0] += 1
+        if progress is not None:
+            progress(phase, min(1.0, done[0] / max(1, total)), message)
+
+    return tick
+
+
 def no_progress(phase: str, fraction: float, message: str) -> None:
     """A progress callback that ignores everything."""

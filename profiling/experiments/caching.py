@@ -30,6 +30,7 @@ from profiling.caching import reuse
 from profiling.caching.report import cold_ttft, finding, interpolate_warm, warnings_for
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse, TurnPoint
 from profiling.config import Workload
+from profiling.experiments import ticker
 from profiling.timing import Clock, clock_for
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 0.9)
@@ -235,17 +236,6 @@ def _sample_prefix(plan: CachingPlan, analysis: PromptSampleReuse | None) -> int
     return max(1, min(round(analysis.reuse_fraction * plan.prompt_tokens), plan.prompt_tokens - 1))
 
 
-def _ticker(progress: Progress | None, total: int) -> Callable[[str], None]:
-    done = [0]
-
-    def tick(message: str) -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(PHASE, min(1.0, done[0] / max(1, total)), message)
-
-    return tick
-
-
 def run_caching(
     model: Any,
     tokenizer: Any | None,
@@ -306,7 +296,7 @@ def _measure(
     import torch
 
     lengths = _prefix_lengths(run.plan)
-    tick = _ticker(progress, len(lengths) + len(extra) + run.plan.turns)
+    tick = ticker(progress, PHASE, len(lengths) + len(extra) + run.plan.turns)
     with torch.inference_mode():
         sweep = []
         for n in lengths:

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from profiling.experiments import ticker
 from profiling.speculative.report import best_at, best_k, finding, warnings_for
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
@@ -152,7 +153,7 @@ def run_speculative(
     prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(0, list(prompts))
     ids = encode_prompts(target_tokenizer, prompt_set.prompts, _vocab_size(target))
     job = _Job(target, draft, ids, max_new_tokens, clock or clock_for(device), warmup, repeats)
-    tick = _ticker(progress, _units(ks, batch_sizes, draft, prompt_lookup, config_only))
+    tick = ticker(progress, PHASE, _units(ks, batch_sizes, draft, prompt_lookup, config_only))
     result = SpeculativeResult(
         target=target_name,
         config_only=config_only,
@@ -231,17 +232,6 @@ def _units(
 ) -> int:
     drafts = 0 if config_only else int(draft is not None) + int(lookup)
     return len(batches) * (1 + drafts * len(ks))
-
-
-def _ticker(progress: Progress | None, total: int) -> Callable[[str], None]:
-    done = [0]
-
-    def tick(message: str) -> None:
-        done[0] += 1
-        if progress is not None:
-            progress(PHASE, min(1.0, done[0] / max(1, total)), message)
-
-    return tick
 
 
 class _Job:
