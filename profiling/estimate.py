@@ -412,10 +412,6 @@ class Projection:
         return serde.to_dict(self)
 
 
-# Memory the runtime keeps for activations, the CUDA context and fragmentation.
-MEMORY_RESERVE = 0.10
-
-
 def project(
     shapes: Shapes,
     calibration: Calibration,
@@ -442,7 +438,13 @@ def project(
     e2e = ttft + tpot * max(output_tokens - 1, 0)
     fits = None
     if gpu is not None:
-        fits = weights + kv <= gpu.memory_bytes * gpu_count * (1 - MEMORY_RESERVE)
+        from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE  # results imports us
+
+        # The fit check's reserve (activations, CUDA context): a share plus a fixed amount per GPU.
+        usable = (
+            gpu.memory_bytes * gpu_count * (1 - RESERVE_SHARE) - RESERVE_FIXED_BYTES * gpu_count
+        )
+        fits = weights + kv <= usable
     notes = []
     if gpu_count > 1:
         notes.append(f"{gpu_count} devices: work split evenly, communication not counted")

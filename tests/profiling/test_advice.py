@@ -65,14 +65,27 @@ def shapes() -> Shapes:
 
 
 @pytest.fixture
-def base(real: Profile) -> dict[str, Any]:
-    """The real profile's JSON, decode-dominated, with no experiments."""
+def base(real: Profile, shapes: Shapes) -> dict[str, Any]:
+    """The real profile's JSON, decode-dominated and bandwidth-bound, with no experiments."""
     data = copy.deepcopy(real.to_dict())
     _shares(data, prefill=0.1)
+    _bandwidth_bound_decode(data, shapes)
     return data
 
 
 # -- scenario builders ------------------------------------------------------------
+
+
+def _bandwidth_bound_decode(data: dict[str, Any], shapes: Shapes, rate: float = 2e9) -> None:
+    """Decode steps timed as a GPU would take them: bytes read / bandwidth.
+
+    On two shared CPU cores a tiny model's step is overhead and noise, so the
+    calibration would otherwise pick a different model of the step run to run.
+    """
+    dtype = data["environment"]["dtype"]
+    for point in data["decode"]:
+        seconds = shapes.decode_bytes(dtype, point["batch_size"], point["context_tokens"]) / rate
+        point["seconds_per_token"] = serde.to_dict(Samples([seconds] * 3))
 
 
 def _shares(data: dict[str, Any], prefill: float) -> None:
@@ -367,7 +380,13 @@ def test_a_stated_bottleneck_is_checked_against_the_figures(
 def test_the_runner_attaches_advice_and_predictions_that_round_trip(real: Profile) -> None:
     data = json.loads(json.dumps(real.to_dict()))
     assert data["advice"]["bottleneck"] in ("generation", "prompt")
-    assert data["advice"]["recommendations"][0]["basis"] in ("measured", "estimated")
+    advice = data["advice"]
+    # What the noisy CPU timings make of each technique varies; each is judged either way.
+    judged = [r["technique"] for r in advice["recommendations"]]
+    judged += [n["technique"] for n in advice["not_recommended"]]
+    judged += [m["technique"] for m in advice["experiments_missing"]]
+    assert {"quantization", "speculative", "caching", "parallel"} <= set(judged)
+    assert all(r["basis"] in ("measured", "estimated") for r in advice["recommendations"])
     bases = {p["basis"] for p in data["predictions"]}
     assert bases == {"calibrated", "estimated", "projected"}
     loo = [p for p in data["predictions"] if p["basis"] == "calibrated"]
