@@ -134,3 +134,53 @@ def test_the_submitter_sees_a_cancel_button_and_can_cancel(
         assert "Cancel" in page.inner_text(".ended")
     finally:
         context.close()
+
+
+def submit_demo_in(page, base_url: str, prompt_tokens: str) -> str:
+    """Fill the form for a quick demo run on the CPU worker; the finished report's URL."""
+    page.goto(base_url + "/")
+    page.check("input[name=model_source][value=demo]")
+    page.fill("input[name=model_name]", "demo")
+    page.select_option("select[name=gpu_kind]", "H100-SXM")
+    page.select_option("select[name=run_on]", "cpu")
+    page.fill("input[name=prompt_tokens]", prompt_tokens)
+    page.click("button[type=submit]")
+    page.wait_for_url(re.compile(r"/jobs/[A-Za-z0-9_-]{16,}/$"))
+    page.wait_for_selector("#report", timeout=JOB_TIMEOUT_MS)
+    return page.url
+
+
+def test_advice_what_if_and_compare_two_reports(live_server, worker, demo_model_dir, chromium):
+    wait_for_live_worker()
+    context = chromium.new_context(viewport={"width": 1200, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    try:
+        first = submit_demo_in(page, live_server.url, "256")
+        second = submit_demo_in(page, live_server.url, "512")
+
+        # The advice and the predictions chart, drawn.
+        assert page.locator("#advice").is_visible()
+        page.wait_for_selector("#chart-predictions-plot svg.main-svg")
+        # What if: twice the GPUs, projected on the same page, nothing submitted.
+        page.fill("#what-if input[name=whatif-gpu_count]", "2")
+        page.click("#what-if button[type=submit]")
+        page.wait_for_selector("#what-if-panel")
+        assert "2" in page.inner_text("#what-if-figures")
+        assert page.url.startswith(second)
+
+        # Compare with the first report, pasted as a share link, in a fresh context.
+        stranger = chromium.new_context()
+        shared = stranger.new_page()
+        shared.goto(second)
+        shared.fill("#compare-with-b", first)
+        shared.click("#compare-with button[type=submit]")
+        shared.wait_for_selector("#compare-table")
+        shared.wait_for_selector("#chart-compare-decode-plot svg.main-svg")
+        table = shared.inner_text("#compare-table")
+        assert "512" in table and "256" in table
+        stranger.close()
+        assert not errors, errors
+    finally:
+        context.close()
