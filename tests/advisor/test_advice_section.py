@@ -35,11 +35,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def browser() -> Client:
-    return Client(enforce_csrf_checks=True)
-
-
-@pytest.fixture
 def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
     return real_demo_profile(request.config)
 

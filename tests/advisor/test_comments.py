@@ -17,11 +17,6 @@ PAYLOAD = "<script>alert('owned')</script>"
 
 
 @pytest.fixture
-def browser() -> Client:
-    return Client(enforce_csrf_checks=True)
-
-
-@pytest.fixture
 def job() -> Job:
     return make_job(state=Job.State.FAILED, error="out of memory")
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
 
@@ -63,11 +62,6 @@ def row(html: str, label: str) -> str:
     """The table row whose header cell is `label`."""
     start = html.index(f'<th class="sub">{label}</th>')
     return html[start : html.index("</tr>", start)]
-
-
-@pytest.fixture
-def browser() -> Client:
-    return Client(enforce_csrf_checks=True)
 
 
 @pytest.fixture

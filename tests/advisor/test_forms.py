@@ -23,14 +23,6 @@ form_data = demo_form
 
 
 @pytest.fixture
-def cpu_worker() -> Worker:
-    return Worker.objects.create(
-        name="local@host", host="host", queues=",cpu,default,",
-        devices=[{"device": "cpu", "name": "CPU"}],
-    )  # fmt: skip
-
-
-@pytest.fixture
 def model_root(tmp_path: Path, settings) -> Path:
     root = tmp_path / "models"
     (root / "tiny").mkdir(parents=True)

@@ -6,10 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.urls import reverse
 
-from advisor.jobs.models import Job, Worker
+from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
 from tests.advisor.test_charts import real_demo_profile
 from tests.advisor.test_views import csrf_token, form_data, make_job, own
@@ -19,16 +18,6 @@ pytestmark = pytest.mark.django_db
 PAYLOAD = "<script>alert('owned')</script>"
 CLOSE_PAYLOAD = "</script><script>alert('owned')</script>"
 ESCAPED = "&lt;script&gt;alert(&#x27;owned&#x27;)&lt;/script&gt;"
-
-
-@pytest.fixture
-def browser() -> Client:
-    return Client(enforce_csrf_checks=True)
-
-
-@pytest.fixture
-def cpu_worker() -> Worker:
-    return Worker.objects.create(name="local@host", host="host", queues=",cpu,default,")
 
 
 @pytest.fixture

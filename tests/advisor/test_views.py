@@ -61,21 +61,6 @@ def make_job(**fields: Any) -> Job:
 
 
 @pytest.fixture
-def browser() -> Client:
-    return Client(enforce_csrf_checks=True)
-
-
-@pytest.fixture
-def cpu_worker() -> Worker:
-    return Worker.objects.create(
-        name="local@host",
-        host="host",
-        queues=",cpu,default,",
-        devices=[{"device": "cpu", "name": "CPU"}],
-    )
-
-
-@pytest.fixture
 def dead_broker(settings):
     """A broker address nothing listens on (and that must not be started)."""
     saved = app.conf.broker_url
