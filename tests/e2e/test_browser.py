@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from tests.e2e.test_submit_to_report import wait_for_live_worker
 
@@ -26,6 +27,9 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot.png"
 JOB_TIMEOUT_MS = 120_000
+BAR_VALUE = (
+    "() => document.querySelector('[role=progressbar]')?.getAttribute('aria-valuenow') ?? null"
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,13 +55,16 @@ def progress_values(page, until_selector: str, timeout_ms: int) -> list[int]:
     values: list[int] = []
     deadline = time.monotonic() + timeout_ms / 1000
     while time.monotonic() < deadline:
-        if page.locator(until_selector).count():
-            return values
-        bar = page.locator("[role=progressbar]")
-        if bar.count():
-            value = bar.get_attribute("aria-valuenow")
-            if value is not None and (not values or values[-1] != int(value)):
-                values.append(int(value))
+        try:
+            if page.locator(until_selector).count():
+                return values
+            # One read of the bar: the page reloads itself when the job ends, so a
+            # locator found a moment ago may be gone before its attribute is read.
+            value = page.evaluate(BAR_VALUE)
+        except PlaywrightError:  # the page was navigating: read again
+            value = None
+        if value is not None and (not values or values[-1] != int(value)):
+            values.append(int(value))
         page.wait_for_timeout(100)
     pytest.fail(f"no report after {timeout_ms} ms; progress seen: {values}")
 
