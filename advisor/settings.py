@@ -8,6 +8,7 @@ under var/, DEBUG off unless ADVISOR_DEBUG=1 (`manage.py runlocal` sets it).
 from __future__ import annotations
 
 import os
+import secrets
 from pathlib import Path
 
 import dj_database_url
@@ -63,12 +64,40 @@ VAR_DIR = Path(env_str("ADVISOR_VAR_DIR") or BASE_DIR / "var").resolve()
 
 PRODUCTION = env_bool("ADVISOR_PRODUCTION")
 DEBUG = env_bool("ADVISOR_DEBUG")
-INSECURE_SECRET_KEY = "dev-only-insecure-key-for-bottleneck-advisor-never-use-in-production"
-SECRET_KEY = env_str("SECRET_KEY") or INSECURE_SECRET_KEY
-if PRODUCTION and not DEBUG and SECRET_KEY == INSECURE_SECRET_KEY:
-    raise ImproperlyConfigured("ADVISOR_PRODUCTION=1 needs a real SECRET_KEY in the environment")
 
+
+def local_secret_key(path: Path) -> str:
+    """This machine's own random key, made once (mode 0600) and kept under var/.
+
+    Never a key written in the source: a site started without SECRET_KEY still
+    signs its sessions with a secret nobody else knows.
+    """
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_urlsafe(50)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process of this machine made it first
+            return path.read_text().strip()
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key)
+        return key
+
+
+SECRET_KEY = env_str("SECRET_KEY").strip()
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", [] if PRODUCTION else ["127.0.0.1", "localhost"])
+if PRODUCTION and len(SECRET_KEY) < 32:
+    raise ImproperlyConfigured(
+        "ADVISOR_PRODUCTION=1 needs SECRET_KEY in the environment (32 characters or more), "
+        "the same on every site process"
+    )
+if PRODUCTION and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured(
+        "ADVISOR_PRODUCTION=1 needs ALLOWED_HOSTS: the host names the site answers to"
+    )
+SECRET_KEY = SECRET_KEY or local_secret_key(VAR_DIR / "secret_key")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
@@ -195,6 +224,7 @@ LOGGING = {
 
 # --- Advisor ----------------------------------------------------------------
 
+# Directories workers may load local models from; empty: no local directory at all.
 ADVISOR_MODEL_ROOTS = env_list("ADVISOR_MODEL_ROOTS", [str(VAR_DIR / "models")], sep=os.pathsep)
 ADVISOR_DEMO_DIR = env_str("ADVISOR_DEMO_DIR") or str(VAR_DIR / "demo")
 ADVISOR_JOB_TIME_LIMIT_S = env_int("ADVISOR_JOB_TIME_LIMIT_S", 3600, minimum=1)
@@ -204,13 +234,38 @@ ADVISOR_WORKER_HEARTBEAT_S = env_int("ADVISOR_WORKER_HEARTBEAT_S", 15, minimum=1
 ADVISOR_WORKER_STALE_S = env_int("ADVISOR_WORKER_STALE_S", 60, minimum=1)
 ADVISOR_MAX_ATTEMPTS = env_int("ADVISOR_MAX_ATTEMPTS", 3, minimum=1)
 ADVISOR_REAP_EVERY_S = env_int("ADVISOR_REAP_EVERY_S", 30, minimum=1)
+# A queued job published this long ago whose message Redis no longer holds
+# (a restart without persistence loses them all) is published again.
+ADVISOR_REDISPATCH_GRACE_S = env_int("ADVISOR_REDISPATCH_GRACE_S", 15, minimum=1)
 if ADVISOR_HEARTBEAT_STALE_S <= 2 * ADVISOR_HEARTBEAT_S:
     raise ImproperlyConfigured("ADVISOR_HEARTBEAT_STALE_S must exceed two heartbeats")
-# The JSON API (/api/v1/) asks for `Authorization: Bearer <token>` when this is
-# set; unset, it is open like the new-job form.
+# When set, creating a job needs this token on every path: the form asks for it
+# (once per browser session), the API wants `Authorization: Bearer <token>`,
+# `submit_job` takes --token. Reading a share link never needs it.
 ADVISOR_API_TOKEN = env_str("ADVISOR_API_TOKEN").strip()
-# One comment per browser session this often, at most (0: no limit).
-ADVISOR_COMMENT_EVERY_S = env_int("ADVISOR_COMMENT_EVERY_S", 5, minimum=0)
+
+
+def env_rate(name: str, default: str) -> str:
+    """A django-ratelimit rate ("10/m", "60/h"); "" or "0" turns the limit off."""
+    raw = env_str(name, default).strip()
+    if raw in ("", "0"):
+        return ""
+    count, _, period = raw.partition("/")
+    if not (count.isascii() and count.isdigit() and period[-1:] in ("s", "m", "h", "d")):
+        raise ImproperlyConfigured(f"{name}={raw!r} is not a rate like 10/m or 60/h")
+    return raw
+
+
+# Rate limits, counted in the shared cache across every process (advisor.limits).
+ADVISOR_SUBMIT_RATE = env_rate("ADVISOR_SUBMIT_RATE", "60/h")  # jobs per client address
+ADVISOR_COMMENT_RATE = env_rate("ADVISOR_COMMENT_RATE", "6/m")  # comments per client address
+ADVISOR_THREAD_RATE = env_rate("ADVISOR_THREAD_RATE", "120/h")  # comments per share link
+# The header a trusted reverse proxy sets to the client's address (e.g.
+# X-Forwarded-For, whose last entry the proxy appended); blank: the socket's.
+ADVISOR_CLIENT_IP_HEADER = env_str("ADVISOR_CLIENT_IP_HEADER").strip()
+RATELIMIT_USE_CACHE = "default"
+# The largest JSON body the API reads (a job request is a few hundred bytes).
+ADVISOR_API_MAX_BODY_BYTES = env_int("ADVISOR_API_MAX_BODY_BYTES", 65_536, minimum=1024)
 
 # --- Celery -----------------------------------------------------------------
 
@@ -245,11 +300,36 @@ CELERY_TASK_PUBLISH_RETRY_POLICY = {
     "interval_max": 0.5,
 }
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
-CELERY_BEAT_SCHEDULE = {
-    "reap-stale-jobs": {
-        "task": "advisor.jobs.tasks.reap_stale_jobs",
-        "schedule": float(ADVISOR_REAP_EVERY_S),
-        "options": {"queue": "default", "expires": float(ADVISOR_REAP_EVERY_S)},
-    },
+# No beat schedule: every worker's main process runs the reaper from its
+# announcer thread (and the site from its pages), throttled fleet-wide by a key
+# in the shared cache, so a backlog of jobs on a queue can never starve it.
+
+# --- The shared cache -------------------------------------------------------
+
+
+def cache_location(broker_url: str) -> str | None:
+    """The shared cache's Redis URL beside the broker's (database 1), or None if not Redis."""
+    if broker_url.startswith("redis+socket://"):
+        return f"unix://{broker_url.removeprefix('redis+socket://')}?db=1"
+    if broker_url.startswith(("redis://", "rediss://")):
+        base, _, _db = broker_url.partition("?")[0].rpartition("/")
+        return f"{base}/1" if base.count("/") >= 2 else f"{broker_url.rstrip('/')}/1"
+    return None
+
+
+# Rate limits and the reaper's throttle must hold across every site and worker
+# process: they live in Redis (the embedded one on a laptop), never in memory.
+ADVISOR_CACHE_URL = env_str("ADVISOR_CACHE_URL") or cache_location(CELERY_BROKER_URL)
+if ADVISOR_CACHE_URL is None:
+    raise ImproperlyConfigured(
+        "The shared cache needs Redis: set ADVISOR_CACHE_URL=redis://host:6379/1 "
+        "(the broker is not Redis)"
+    )
+CACHES = {
+    "default": {
+        "BACKEND": "advisor.cache.SharedRedisCache",
+        "LOCATION": ADVISOR_CACHE_URL,
+        "KEY_PREFIX": "advisor",
+        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+    }
 }

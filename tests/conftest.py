@@ -74,6 +74,28 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         embedded_redis.stop(socket)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def shared_cache(redis_url: str) -> Iterator[None]:
+    """The cache in this session's Redis, as every deployment has it (worker
+    subprocesses derive the same location from the broker URL they are given)."""
+    from django.test import override_settings
+
+    from advisor.settings import cache_location
+
+    location = cache_location(redis_url)
+    caches = {**settings.CACHES, "default": {**settings.CACHES["default"], "LOCATION": location}}
+    with override_settings(CACHES=caches):
+        yield
+
+
+@pytest.fixture(autouse=True)
+def _empty_cache(shared_cache: None) -> None:
+    """Each test starts with no rate-limit counters or reaper throttle left by another."""
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 def _short_dir(factory: pytest.TempPathFactory) -> Path:
     # A unix socket path must stay under ~100 bytes; pytest's basetemp can be long.
     path = factory.mktemp("redis")

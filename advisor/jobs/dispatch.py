@@ -9,6 +9,9 @@ second, and the row is deleted: no job waits forever for a message.
 from __future__ import annotations
 
 import logging
+import re
+import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
@@ -28,6 +31,9 @@ QUEUE_DEFAULT = "default"  # any worker
 QUEUE_CPU = "cpu"
 GPU_QUEUE_PREFIX = "gpu-"
 REAP_THROTTLE_KEY = "advisor:jobs:reaped-recently"
+# Task ids name their job, so the reaper can tell which jobs the broker still holds.
+TASK_ID_PREFIX = "advisor-job-"
+_TASK_ID = re.compile(rb'"(?:id|correlation_id)":\s*"' + TASK_ID_PREFIX.encode() + rb"(\d+)-")
 
 
 class QueueUnavailable(RuntimeError):
@@ -94,6 +100,7 @@ def enqueue(job: Job) -> None:
         with app.connection_for_write() as conn:
             run_job.apply_async(
                 (job.pk,),
+                task_id=f"{TASK_ID_PREFIX}{job.pk}-{uuid.uuid4().hex[:12]}",
                 queue=job.queue,
                 connection=conn,
                 retry=True,
@@ -105,6 +112,34 @@ def enqueue(job: Job) -> None:
     now = timezone.now()
     Job.objects.filter(pk=job.pk).update(dispatched_at=now)
     job.dispatched_at = now
+
+
+def jobs_in_broker(queues: Iterable[str]) -> set[int] | None:
+    """Ids of jobs with a message waiting in `queues` or delivered and not yet acked.
+
+    Read straight from Redis (kombu's lists and its `unacked` hash); None when
+    the broker cannot be read now or is not Redis, so nothing is judged lost.
+    """
+    try:
+        _ensure_embedded_broker()
+        with app.connection_for_read() as conn:
+            channel = conn.default_channel
+            if not hasattr(channel, "unacked_key"):
+                return None
+            pipe = channel.client.pipeline()
+            for queue in queues:
+                for priority in channel.priority_steps:
+                    pipe.lrange(channel._q_for_pri(queue, priority), 0, -1)
+            pipe.hvals(channel.unacked_key)
+            replies = pipe.execute()
+    except Exception as exc:  # kombu's, redis-py's or the socket's: unknown this pass
+        log.warning("could not read the broker's queues: %s", exc)
+        return None
+    held: set[int] = set()
+    for reply in replies:
+        for raw in reply:
+            held.update(int(pk) for pk in _TASK_ID.findall(raw))
+    return held
 
 
 def _ensure_embedded_broker() -> None:
@@ -123,16 +158,22 @@ def cancel(job: Job) -> bool:
 
 
 def reap_if_due() -> bool:
-    """Run the reaper if no page did in the last ADVISOR_REAP_EVERY_S; cheap otherwise.
+    """Run the reaper if no process did in the last ADVISOR_REAP_EVERY_S; cheap otherwise.
 
-    Pages call this so a site without a beat process still recovers lost jobs.
+    Workers call this from their announcer thread and pages on each view, so
+    recovery never waits behind queued jobs and needs no beat process. The
+    throttle is a key in the shared cache: one reap per period fleet-wide.
     """
-    if not cache.add(REAP_THROTTLE_KEY, True, timeout=settings.ADVISOR_REAP_EVERY_S):
+    try:
+        if not cache.add(REAP_THROTTLE_KEY, True, timeout=settings.ADVISOR_REAP_EVERY_S):
+            return False
+    except Exception as exc:  # the cache's Redis is down: the next call tries again
+        log.warning("reaper skipped: the shared cache is unreachable: %s", exc)
         return False
     from advisor.jobs.tasks import reap
 
     try:
         reap()
-    except Exception:  # a page must render even if the reaper cannot run now
+    except Exception:  # a page must render, and a worker live on, even if the reaper cannot
         log.exception("on-demand reap failed")
     return True

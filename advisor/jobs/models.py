@@ -15,6 +15,11 @@ def new_share_token() -> str:
     return secrets.token_urlsafe(16)
 
 
+def new_lease() -> str:
+    """A fencing token: the attempt that holds it may write the row, no other."""
+    return secrets.token_hex(8)
+
+
 def _names(stored: str) -> list[str]:
     """A stored comma-separated list of names → the names, in order."""
     return [name.strip() for name in stored.split(",") if name.strip()]
@@ -32,6 +37,10 @@ class JobQuerySet(models.QuerySet):
         after = after or timedelta(seconds=settings.ADVISOR_HEARTBEAT_STALE_S)
         return self.filter(state=Job.State.RUNNING, heartbeat_at__lt=now - after)
 
+    def published_before(self, moment) -> JobQuerySet:
+        """Queued jobs published before `moment` (their message may since have been lost)."""
+        return self.filter(state=Job.State.QUEUED, dispatched_at__lt=moment)
+
     def undispatched(self, now=None, after: timedelta = timedelta(minutes=1)) -> JobQuerySet:
         """Queued jobs whose message was never published (the broker was down, or a crash)."""
         now = now or timezone.now()
@@ -42,33 +51,42 @@ class JobQuerySet(models.QuerySet):
     # Transitions. Each is one conditional UPDATE, so two processes racing on
     # a row (duplicate deliveries, a cancel, the reaper) can never both win.
 
-    def claim(self, pk: int, worker: str) -> bool:
-        """QUEUED -> RUNNING for exactly one delivery; False: taken, cancelled or gone."""
-        now = timezone.now()
-        return bool(
-            self.filter(pk=pk, state=Job.State.QUEUED).update(
-                state=Job.State.RUNNING,
-                attempts=F("attempts") + 1,
-                started_at=now,
-                heartbeat_at=now,
-                finished_at=None,
-                worker_host=worker[:255],
-                child_pid=None,
-                progress=0.0,
-                phase="",
-                message="starting",
-                error="",
-            )
-        )
+    def claim(self, pk: int, worker: str) -> str:
+        """QUEUED -> RUNNING for exactly one delivery: the lease of this attempt, or "".
 
-    def beat(self, pk: int, **fields) -> bool:
-        """Heartbeat (and progress) of a running job; False: stop, it was cancelled or taken."""
-        live = self.filter(pk=pk, state=Job.State.RUNNING, cancel_requested=False)
+        "" means taken, cancelled or gone. Every later write of the attempt
+        (beat, progress, result, final state) is conditional on the lease, so
+        an attempt the reaper gave away can never write over its successor.
+        """
+        now, lease = timezone.now(), new_lease()
+        claimed = self.filter(pk=pk, state=Job.State.QUEUED).update(
+            state=Job.State.RUNNING,
+            lease=lease,
+            attempts=F("attempts") + 1,
+            started_at=now,
+            heartbeat_at=now,
+            finished_at=None,
+            worker_host=worker[:255],
+            child_pid=None,
+            progress=0.0,
+            phase="",
+            message="starting",
+            error="",
+        )
+        return lease if claimed else ""
+
+    def holding(self, pk: int, lease: str) -> JobQuerySet:
+        """The row while the attempt holding `lease` owns it (empty once it lost it)."""
+        return self.filter(pk=pk, state=Job.State.RUNNING, lease=lease).exclude(lease="")
+
+    def beat(self, pk: int, lease: str, **fields) -> bool:
+        """Heartbeat (and progress) of a running attempt; False: stop, it was cancelled or lost."""
+        live = self.holding(pk, lease).filter(cancel_requested=False)
         return bool(live.update(heartbeat_at=timezone.now(), **fields))
 
-    def finish(self, pk: int, state: str, **fields) -> bool:
-        """RUNNING -> a final state, unless a cancel or the reaper got there first."""
-        running = self.filter(pk=pk, state=Job.State.RUNNING)
+    def finish(self, pk: int, lease: str, state: str, **fields) -> bool:
+        """RUNNING -> a final state, by the attempt holding the lease only."""
+        running = self.holding(pk, lease)
         if state == Job.State.CANCELLED:
             running = running.filter(cancel_requested=True)
         return bool(
@@ -99,6 +117,11 @@ class Job(models.Model):
                               reaper ends it, if its worker was lost)
         RUNNING -> QUEUED     the reaper re-dispatches a job whose worker was
                               lost, at most ADVISOR_MAX_ATTEMPTS times in all
+    A queued job whose message the broker lost is published again (it stays
+    QUEUED; a duplicate message is harmless, as only one claim can win).
+
+    Each claim takes a fresh `lease`; every write of that attempt names it,
+    so once the reaper re-queues a job, the old attempt's writes match no row.
     """
 
     class State(models.TextChoices):
@@ -179,6 +202,8 @@ class Job(models.Model):
     phase = models.CharField(max_length=64, blank=True)
     message = models.CharField(max_length=512, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # The fencing token of the attempt that holds the row (blank: none does).
+    lease = models.CharField(max_length=32, blank=True)
     cancel_requested = models.BooleanField(default=False)
     dispatched_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)

@@ -34,13 +34,14 @@ UNDISPATCHED_AFTER = timedelta(minutes=1)
 @shared_task(bind=True, acks_late=True, ignore_result=True, name="advisor.jobs.tasks.run_job")
 def run_job(self: Any, job_id: int) -> str:
     """Run job `job_id` if it is still QUEUED; returns what happened (for logs)."""
-    if not Job.objects.claim(job_id, self.request.hostname or "worker"):
+    lease = Job.objects.claim(job_id, self.request.hostname or "worker")
+    if not lease:
         log.info("job %s: not queued any more (duplicate delivery or cancelled); skipped", job_id)
         return "skipped"
     job = Job.objects.get(pk=job_id)
     log.info("job %s: claimed, attempt %s, %s", job_id, job.attempts, job.model_name)
     try:
-        outcome = _run_child(job)
+        outcome = _run_child(job, lease)
     except SoftTimeLimitExceeded:  # the backstop when the job's own deadline did not fire
         outcome = child.Outcome.failed(f"timed out after {settings.CELERY_TASK_SOFT_TIME_LIMIT} s")
     except ConfigError as exc:
@@ -48,19 +49,21 @@ def run_job(self: Any, job_id: int) -> str:
     except Exception as exc:  # the row must not stay RUNNING until the reaper
         log.exception("job %s: the worker failed to run it", job_id)
         outcome = child.Outcome.failed(f"internal error in the worker: {exc}")
-    record(job_id, outcome)
+    record(job_id, lease, outcome)
     return outcome.status
 
 
-def _run_child(job: Job) -> child.Outcome:
+def _run_child(job: Job, lease: str) -> child.Outcome:
     config = spec.config_for(job)
     with tempfile.TemporaryDirectory(prefix=f"advisor-job-{job.pk}-") as workdir:
         how = child.Run(
             workdir=Path(workdir),
             time_limit_s=settings.ADVISOR_JOB_TIME_LIMIT_S,
             tick_s=settings.ADVISOR_HEARTBEAT_S,
-            watch=lambda progress: _beat(job.pk, progress),
-            on_start=lambda pid: Job.objects.beat(job.pk, child_pid=pid, message="profiling"),
+            watch=lambda progress: _beat(job.pk, lease, progress),
+            on_start=lambda pid: Job.objects.beat(
+                job.pk, lease, child_pid=pid, message="profiling"
+            ),
             env=child_env(),
         )
         return child.run(config.to_dict(), how)
@@ -72,7 +75,7 @@ def child_env() -> dict[str, str]:
     return {"ADVISOR_DEMO_DIR": str(settings.ADVISOR_DEMO_DIR), "PYTHONPATH": path}
 
 
-def _beat(job_id: int, progress: child.Progress | None) -> bool:
+def _beat(job_id: int, lease: str, progress: child.Progress | None) -> bool:
     fields = {}
     if progress is not None:
         fields = {
@@ -81,19 +84,23 @@ def _beat(job_id: int, progress: child.Progress | None) -> bool:
             "message": progress.message,
         }
     try:
-        return Job.objects.beat(job_id, **fields)
+        return Job.objects.beat(job_id, lease, **fields)
     except DatabaseError as exc:
         # One lost beat must not kill a long profile; the reaper judges real silence.
         log.warning("job %s: heartbeat not written: %s", job_id, exc)
         return True
 
 
-def record(job_id: int, outcome: child.Outcome) -> None:
-    """Write the outcome, unless a cancel or the reaper already decided the row."""
+def record(job_id: int, lease: str, outcome: child.Outcome) -> None:
+    """Write the outcome, unless a cancel or the reaper already decided the row.
+
+    An attempt that lost its lease (the reaper gave the job to another) writes nothing.
+    """
     if outcome.status == child.Outcome.SUCCEEDED:
         device = device_of(outcome.result)
         written = Job.objects.finish(
             job_id,
+            lease,
             Job.State.SUCCEEDED,
             progress=1.0,
             message="done",
@@ -101,12 +108,14 @@ def record(job_id: int, outcome: child.Outcome) -> None:
             device=device,
         )
     elif outcome.status == child.Outcome.STOPPED:
-        written = Job.objects.finish(job_id, Job.State.CANCELLED, message="cancelled")
+        written = Job.objects.finish(job_id, lease, Job.State.CANCELLED, message="cancelled")
     else:
         written = Job.objects.finish(
-            job_id, Job.State.FAILED, error=outcome.error, message=outcome.error[:512]
+            job_id, lease, Job.State.FAILED, error=outcome.error, message=outcome.error[:512]
         )
-    log.info("job %s: %s%s", job_id, outcome.status, "" if written else " (row already final)")
+    log.info(
+        "job %s: %s%s", job_id, outcome.status, "" if written else " (not written: lease lost)"
+    )
 
 
 def device_of(result: dict[str, Any] | None) -> str:
@@ -123,15 +132,10 @@ def device_of(result: dict[str, Any] | None) -> str:
 class Reaped:
     requeued: int = 0
     failed: int = 0  # or cancelled, when the user had asked
-    redispatched: int = 0
+    redispatched: int = 0  # never published, or published and lost by the broker
 
     def __str__(self) -> str:
         return f"{self.requeued} re-queued, {self.failed} ended, {self.redispatched} re-dispatched"
-
-
-@shared_task(ignore_result=True, name="advisor.jobs.tasks.reap_stale_jobs")
-def reap_stale_jobs() -> str:
-    return str(reap())
 
 
 def reap(now: datetime | None = None) -> Reaped:
@@ -151,6 +155,8 @@ def reap(now: datetime | None = None) -> Reaped:
             report.failed += _end_lost(job, now, Job.State.FAILED, error)
     for job in Job.objects.undispatched(now=now, after=UNDISPATCHED_AFTER):
         report.redispatched += _redispatch(job)
+    for job in lost_messages(now):
+        report.redispatched += _redispatch(job)
     if report.requeued or report.failed or report.redispatched:
         log.info("reaper: %s", report)
     return report
@@ -163,7 +169,12 @@ def _requeue(job: Job, now: datetime) -> int:
         f"worker lost; retrying (attempt {job.attempts + 1} of {settings.ADVISOR_MAX_ATTEMPTS})"
     )
     if not lost.update(
-        state=Job.State.QUEUED, dispatched_at=None, child_pid=None, worker_host="", message=message
+        state=Job.State.QUEUED,
+        lease="",  # the lost attempt's writes match nothing from here on
+        dispatched_at=None,
+        child_pid=None,
+        worker_host="",
+        message=message,
     ):
         return 0
     job.refresh_from_db()
@@ -173,7 +184,27 @@ def _requeue(job: Job, now: datetime) -> int:
 
 def _end_lost(job: Job, now: datetime, state: str, error: str) -> int:
     lost = Job.objects.filter(pk=job.pk, state=Job.State.RUNNING, heartbeat_at=job.heartbeat_at)
-    return lost.update(state=state, finished_at=now, child_pid=None, error=error, message=error)
+    return lost.update(
+        state=state, lease="", finished_at=now, child_pid=None, error=error, message=error
+    )
+
+
+def lost_messages(now: datetime) -> list[Job]:
+    """Queued jobs published a while ago whose message the broker no longer holds.
+
+    A Redis without persistence forgets every message when it restarts. Such a
+    job would wait forever; publishing it again is safe, as a duplicate
+    delivery finds the row claimed and skips. Unknown (broker unreachable):
+    nothing is judged lost this pass.
+    """
+    grace = timedelta(seconds=settings.ADVISOR_REDISPATCH_GRACE_S)
+    candidates = list(Job.objects.published_before(now - grace).only("pk", "queue"))
+    if not candidates:
+        return []
+    held = dispatch.jobs_in_broker({job.queue for job in candidates})
+    if held is None:
+        return []
+    return [job for job in candidates if job.pk not in held]
 
 
 def _redispatch(job: Job) -> int:

@@ -1,7 +1,9 @@
 """A Celery worker announces itself: a Worker row with host, queues, devices.
 
 When the worker is ready, a daemon thread in its main process upserts the
-row every ADVISOR_WORKER_HEARTBEAT_S; the row is deleted on shutdown. The
+row every ADVISOR_WORKER_HEARTBEAT_S and runs the reaper when it is due (a
+lock in the shared cache lets one process of the fleet do it per period);
+the row is deleted on shutdown. The
 devices come from `python -m profiling devices` in a child process,
 so the worker itself never imports torch or initialises CUDA.
 
@@ -98,6 +100,7 @@ class Announcer(threading.Thread):
         self.devices = probe_devices()
         while not self.stopped.is_set():
             self.beat()
+            self.reap()
             self.stopped.wait(self.interval_s)
 
     def beat(self) -> None:
@@ -119,6 +122,17 @@ class Announcer(threading.Thread):
                 log.exception("worker %s: could not announce", self.worker_name)
             finally:
                 # No connection stays open in this thread while the pool forks.
+                connection.close()
+
+    def reap(self) -> None:
+        """Run the reaper when it is due fleet-wide: here, not behind the job queue's backlog."""
+        from advisor.jobs.dispatch import reap_if_due
+
+        with _quiet_db:
+            try:
+                close_old_connections()
+                reap_if_due()
+            finally:
                 connection.close()
 
     def stop(self) -> None:

@@ -88,20 +88,51 @@ def test_posting_without_the_csrf_token_is_refused(browser, job):
     assert not Comment.objects.exists()
 
 
-def test_a_second_post_within_seconds_is_refused(browser, job):
-    assert post(browser, job, text="first").status_code == 302
-    response = post(browser, job, text="second")
+def test_posts_over_the_rate_from_one_address_are_refused(job, settings):
+    settings.ADVISOR_COMMENT_RATE = "3/m"
+    # Fresh clients without cookies each time: the limit is the address's, not a session's.
+    for n in range(3):
+        assert post(Client(enforce_csrf_checks=True), job, text=f"post {n}").status_code == 302
+    response = post(Client(enforce_csrf_checks=True), job, text="one too many")
     assert response.status_code == 429
-    assert "wait a few seconds" in response.content.decode()
-    assert list(Comment.objects.values_list("text", flat=True)) == ["first"]
-    assert post(Client(enforce_csrf_checks=True), job, text="someone else").status_code == 302
+    assert 1 <= int(response["Retry-After"]) <= 60
+    assert "Too many comments from your address" in response.content.decode()
+    assert Comment.objects.count() == 3
+    elsewhere = Client(enforce_csrf_checks=True, REMOTE_ADDR="10.1.2.3")
+    assert post(elsewhere, job, text="another address").status_code == 302
 
 
-def test_with_no_interval_posts_are_not_limited(browser, job, settings):
-    settings.ADVISOR_COMMENT_EVERY_S = 0
-    for text in ("one", "two"):
-        assert post(browser, job, text=text).status_code == 302
+def test_a_thread_has_a_limit_of_its_own(job, settings):
+    settings.ADVISOR_COMMENT_RATE, settings.ADVISOR_THREAD_RATE = "", "2/h"
+    for n in range(2):
+        client = Client(enforce_csrf_checks=True, REMOTE_ADDR=f"10.0.0.{n}")
+        assert post(client, job, text=f"post {n}").status_code == 302
+    late = post(Client(enforce_csrf_checks=True, REMOTE_ADDR="10.0.0.9"), job, text="late")
+    assert late.status_code == 429 and "comments on this report" in late.content.decode()
     assert Comment.objects.count() == 2
+
+
+def test_the_address_comes_from_the_trusted_proxy_header_when_set(job, settings):
+    settings.ADVISOR_COMMENT_RATE, settings.ADVISOR_CLIENT_IP_HEADER = "1/m", "X-Forwarded-For"
+    first = Client(enforce_csrf_checks=True, headers={"X-Forwarded-For": "1.1.1.1, 10.0.0.1"})
+    second = Client(enforce_csrf_checks=True, headers={"X-Forwarded-For": "1.1.1.1, 10.0.0.2"})
+    assert post(first, job, text="one").status_code == 302
+    assert post(second, job, text="two").status_code == 302  # another client behind the proxy
+    assert post(first, job, text="three").status_code == 429
+
+
+def test_with_no_rate_posts_are_not_limited(browser, job, settings):
+    settings.ADVISOR_COMMENT_RATE = settings.ADVISOR_THREAD_RATE = ""
+    for text in ("one", "two", "three"):
+        assert post(browser, job, text=text).status_code == 302
+    assert Comment.objects.count() == 3
+
+
+def test_text_no_database_can_store_is_a_field_error(browser, job):
+    response = post(browser, job, text="fine until \x00 here")
+    assert response.status_code == 400
+    assert "Null characters are not allowed" in response.content.decode()
+    assert not Comment.objects.exists()
 
 
 def test_an_unknown_job_or_a_get_is_refused(browser, job):

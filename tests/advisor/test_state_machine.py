@@ -23,8 +23,12 @@ def make_job(**fields) -> Job:
     return Job.objects.create(**{**defaults, **fields})
 
 
+LEASE = "lease-of-attempt"
+
+
 def running_job(beat_age_s: float = 0, attempts: int = 1, **fields) -> Job:
     beat = timezone.now() - timedelta(seconds=beat_age_s)
+    fields.setdefault("lease", LEASE)
     return make_job(
         state=State.RUNNING, attempts=attempts, heartbeat_at=beat, started_at=beat, **fields
     )
@@ -37,11 +41,60 @@ def state_of(job: Job) -> str:
 
 def test_only_one_claim_wins():
     job = make_job()
-    assert Job.objects.claim(job.pk, "w1@host")
-    assert not Job.objects.claim(job.pk, "w2@host")
+    lease = Job.objects.claim(job.pk, "w1@host")
+    assert lease
+    assert Job.objects.claim(job.pk, "w2@host") == ""
     job.refresh_from_db()
     assert (job.state, job.attempts, job.worker_host) == (State.RUNNING, 1, "w1@host")
-    assert job.heartbeat_at is not None
+    assert job.heartbeat_at is not None and job.lease == lease
+
+
+def test_an_attempt_that_lost_its_lease_writes_nothing(redis_url, settings):
+    settings.ADVISOR_HEARTBEAT_STALE_S = 120
+    job = make_job()
+    first = Job.objects.claim(job.pk, "frozen@host")
+    Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
+    assert reap().requeued == 1  # the frozen attempt's job goes back to the queue
+    second = Job.objects.claim(job.pk, "other@host")
+    assert second and second != first
+    # The frozen attempt wakes up: its beat, its progress, its result are all refused.
+    assert not Job.objects.beat(job.pk, first, progress=0.9, child_pid=4242)
+    assert not Job.objects.finish(job.pk, first, State.SUCCEEDED, result={"stale": True})
+    assert not Job.objects.finish(job.pk, first, State.FAILED, error="stale")
+    assert Job.objects.finish(job.pk, second, State.SUCCEEDED, result={"fresh": True})
+    job.refresh_from_db()
+    assert (job.state, job.result, job.attempts) == (State.SUCCEEDED, {"fresh": True}, 2)
+    assert job.child_pid is None and job.worker_host == "other@host"
+
+
+def test_the_reaper_republishes_a_queued_job_whose_message_the_broker_lost(redis_url):
+    job = make_job(queue="test-lost-message")
+    dispatch.enqueue(job)
+    assert dispatch.jobs_in_broker(["test-lost-message"]) == {job.pk}
+    reap(now=timezone.now() + timedelta(minutes=5))  # held by the broker: left alone
+    assert dispatch.jobs_in_broker(["test-lost-message"]) == {job.pk}
+    _purge("test-lost-message")  # what a restart of a Redis without persistence does
+    assert dispatch.jobs_in_broker(["test-lost-message"]) == set()
+    assert reap(now=timezone.now() + timedelta(minutes=5)).redispatched == 1
+    assert dispatch.jobs_in_broker(["test-lost-message"]) == {job.pk}
+    assert state_of(job) == State.QUEUED
+    _purge("test-lost-message")
+
+
+def test_a_fresh_publish_is_not_judged_lost(redis_url):
+    job = make_job(queue="test-lost-message")
+    dispatch.enqueue(job)
+    _purge("test-lost-message")
+    assert reap().redispatched == 0  # within the grace: it may be on its way to a worker
+    job.refresh_from_db()
+    assert job.state == State.QUEUED
+
+
+def _purge(queue: str) -> None:
+    from advisor.celery import app
+
+    with app.connection_for_write() as conn:
+        conn.default_channel.queue_purge(queue)
 
 
 def test_a_cancelled_job_cannot_be_claimed():
@@ -68,33 +121,33 @@ def test_cancelling_a_running_job_asks_its_task_to_stop():
     job = running_job()
     assert dispatch.cancel(job)
     assert job.state == State.RUNNING and job.cancel_requested
-    assert not Job.objects.beat(job.pk)  # the task's next beat learns it must stop
-    assert Job.objects.finish(job.pk, State.CANCELLED)
+    assert not Job.objects.beat(job.pk, LEASE)  # the task's next beat learns it must stop
+    assert Job.objects.finish(job.pk, LEASE, State.CANCELLED)
     assert state_of(job) == State.CANCELLED
 
 
 def test_a_stop_without_a_cancel_request_is_not_recorded_as_cancelled():
     job = running_job()
-    assert not Job.objects.finish(job.pk, State.CANCELLED)
+    assert not Job.objects.finish(job.pk, LEASE, State.CANCELLED)
     assert state_of(job) == State.RUNNING
 
 
 def test_a_late_outcome_never_overwrites_a_final_state():
     job = running_job()
     Job.objects.filter(pk=job.pk).update(state=State.CANCELLED)
-    assert not Job.objects.finish(job.pk, State.SUCCEEDED, result={"x": 1})
+    assert not Job.objects.finish(job.pk, LEASE, State.SUCCEEDED, result={"x": 1})
     job.refresh_from_db()
     assert job.state == State.CANCELLED and job.result is None
 
 
 def test_progress_beats_only_while_running():
     job = running_job(beat_age_s=30)
-    assert Job.objects.beat(job.pk, progress=0.5, phase="decode", message="step 3")
+    assert Job.objects.beat(job.pk, LEASE, progress=0.5, phase="decode", message="step 3")
     job.refresh_from_db()
     assert (job.progress, job.phase) == (0.5, "decode")
     assert timezone.now() - job.heartbeat_at < timedelta(seconds=5)
     Job.objects.filter(pk=job.pk).update(state=State.QUEUED)  # the reaper took it back
-    assert not Job.objects.beat(job.pk)
+    assert not Job.objects.beat(job.pk, LEASE)
 
 
 def test_the_reaper_requeues_a_lost_job_and_publishes_it(redis_url, settings):
@@ -106,6 +159,7 @@ def test_the_reaper_requeues_a_lost_job_and_publishes_it(redis_url, settings):
     assert (report.requeued, report.failed) == (1, 0)
     assert job.state == State.QUEUED and job.dispatched_at is not None
     assert job.message == "worker lost; retrying (attempt 2 of 3)"
+    assert job.lease == ""  # the lost attempt holds nothing any more
 
 
 def test_the_reaper_fails_a_job_lost_too_often(settings):

@@ -1,7 +1,7 @@
 """`manage.py runlocal`: the whole app on one machine, one command.
 
-Embedded Redis, migrations, the demo models, one CPU Celery worker (with beat
-for the reaper) and the development server with DEBUG on. Ctrl-C stops it all.
+Embedded Redis, migrations, the demo models, one CPU Celery worker (which
+also runs the reaper) and the development server with DEBUG on. Ctrl-C stops it all.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ def worker_argv() -> list[str]:
     return [
         sys.executable, "-m", "celery", "-A", "advisor", "worker",
         "-Q", "cpu,default", "--concurrency", "1", "--pool", "prefork",
-        "--max-tasks-per-child", "1", "-n", "local@%h", "-B", "-l", "info",
+        "--max-tasks-per-child", "1", "-n", "local@%h", "-l", "info",
     ]  # fmt: skip
 
 

@@ -1,0 +1,133 @@
+"""Faults on the whole pipe, with real Redis and real worker processes.
+
+- the broker (a Redis without persistence) restarts twice during a batch:
+  every job still ends, none is lost, none has its result written twice;
+- a worker frozen (SIGSTOP) past the stale limit: another takes its job, and
+  when it wakes its writes are refused and its child is killed.
+
+Each test prints one `chaos …` line of counts; `python bench/chaos.py` runs
+this module and collects them.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import re
+import signal
+import time
+
+import pytest
+from django.conf import settings
+
+from advisor import embedded_redis
+from advisor.jobs import dispatch
+from advisor.jobs.models import Job
+from tests.advisor.test_tasks import pid_gone, running_with_progress
+from tests.conftest import WorkerProcess, wait_for_job
+
+pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+State = Job.State
+# Quick demo jobs with a small workload: a few seconds each on two cores.
+TINY = {"prompt_tokens": 32, "output_tokens": 8, "concurrency": 2}
+BATCH = int(os.environ.get("ADVISOR_CHAOS_JOBS", "20"))
+# Fast recovery, so a test takes seconds of waiting rather than minutes.
+CHAOS_ENV = {
+    "ADVISOR_REAP_EVERY_S": "1",
+    "ADVISOR_REDISPATCH_GRACE_S": "3",
+    "ADVISOR_HEARTBEAT_STALE_S": "8",
+}
+WRITTEN = re.compile(r"job (\d+): (succeeded|failed|stopped)$", re.MULTILINE)
+
+
+def submit(queue: str, **fields) -> Job:
+    values = {"model_source": "demo", "model_name": "demo", "quick": True, **TINY, **fields}
+    return dispatch.submit(queue=queue, **values)
+
+
+def outcomes_written(*workers: WorkerProcess) -> collections.Counter[int]:
+    """How many final states each job had written, read from the workers' own logs."""
+    counts: collections.Counter[int] = collections.Counter()
+    for worker in workers:
+        counts.update(int(pk) for pk, _ in WRITTEN.findall(worker.log_path.read_text()))
+    return counts
+
+
+def restart_broker() -> None:
+    socket = settings.ADVISOR_EMBEDDED_REDIS
+    embedded_redis.stop(socket)
+    time.sleep(1.0)  # an outage, not a blink
+    embedded_redis.ensure(socket)
+
+
+@pytest.mark.skipif(
+    not settings.ADVISOR_EMBEDDED_REDIS, reason="restarts the embedded Redis of this session"
+)
+def test_a_broker_restarted_twice_during_a_batch_loses_no_job(
+    worker_factory, demo_model_dir, redis_url
+):
+    worker = worker_factory(["test-chaos"], CHAOS_ENV)
+    try:
+        jobs = [submit("test-chaos") for _ in range(BATCH)]
+        ids = [job.pk for job in jobs]
+        for share in (0.25, 0.5):  # twice, each time with most of the batch still queued
+            deadline = time.monotonic() + 30 * BATCH
+            while time.monotonic() < deadline:
+                done = Job.objects.filter(pk__in=ids, state=State.SUCCEEDED).count()
+                if done >= int(BATCH * share):
+                    break
+                time.sleep(0.2)
+            restart_broker()
+        finals = [wait_for_job(job.pk, timeout_s=60 + 15 * BATCH) for job in jobs]
+    finally:
+        worker.stop()
+    written = outcomes_written(worker)
+    states = collections.Counter(job.state for job in finals)
+    duplicates = sum(n - 1 for n in written.values() if n > 1)
+    lost = sum(1 for job in finals if not job.is_final)
+    attempts = sum(job.attempts for job in finals)
+    print(
+        f"chaos broker-restart: jobs={BATCH} restarts=2 succeeded={states[State.SUCCEEDED]} "
+        f"failed={states[State.FAILED]} lost={lost} duplicates={duplicates} attempts={attempts}"
+    )
+    assert states[State.SUCCEEDED] == BATCH, [(j.pk, j.state, j.error) for j in finals]
+    assert duplicates == 0, written
+    assert all(written[job.pk] == 1 for job in finals), written
+
+
+def test_a_frozen_workers_stale_attempt_writes_nothing(worker_factory, demo_model_dir):
+    frozen = worker_factory(["test-frozen"], CHAOS_ENV)
+    job = wait_for_job(
+        submit("test-frozen", quick=False).pk, until=running_with_progress, timeout_s=120
+    )
+    stale_child, first_lease = job.child_pid, job.lease
+    groups = [frozen.proc.pid, os.getpgid(stale_child)]
+    for group in groups:
+        os.killpg(group, signal.SIGSTOP)
+    rescuer = worker_factory(["test-frozen"], CHAOS_ENV)
+    try:
+        taken = wait_for_job(
+            job.pk, until=lambda j: j.attempts == 2 and j.state == State.RUNNING, timeout_s=90
+        )
+        assert taken.worker_host == rescuer.name and taken.lease != first_lease
+        for group in groups:
+            os.killpg(group, signal.SIGCONT)
+        # The woken attempt learns at its next beat that it lost the job.
+        assert pid_gone(stale_child, timeout_s=30), "the stale attempt's child lived on"
+        final = wait_for_job(job.pk, timeout_s=300)
+    finally:
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGCONT)
+        rescuer.stop()
+        frozen.stop()
+    written = outcomes_written(frozen, rescuer)
+    refused = "not written: lease lost" in frozen.log_path.read_text()
+    print(
+        f"chaos frozen-worker: attempts={final.attempts} state={final.state} "
+        f"results_written={written[job.pk]} stale_refused={refused}"
+    )
+    assert final.state == State.SUCCEEDED, final.error
+    assert final.worker_host == rescuer.name and final.attempts == 2
+    assert written[job.pk] == 1 and refused
