@@ -171,7 +171,7 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         hardware=Hardware(gpu_kind=gpu_kind_from_args(args), gpu_count=args.gpus),
         stated_bottleneck=args.stated_bottleneck,
         experiments=[e.strip() for e in args.experiments.split(",") if e.strip()],
-        allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots],
+        allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots] or None,
         draft=args.draft,
         spec_ks=_int_list("--spec-k", args.spec_k),
         prompt_lookup=args.prompt_lookup,

@@ -130,10 +130,10 @@ class ProfileConfig:
     hardware: Hardware = field(default_factory=Hardware)
     stated_bottleneck: str = "unsure"
     experiments: list[str] = field(default_factory=list)
-    # Local model directories are accepted only under these roots. Empty
-    # means "any directory" (the CLI on the user's own box); the site always
-    # passes its configured roots.
-    allowed_roots: list[str] = field(default_factory=list)
+    # Local model directories are accepted only under these roots; an empty
+    # list allows none. None means "any directory" (the CLI on the user's own
+    # box); the site always passes its configured list.
+    allowed_roots: list[str] | None = None
     seed: int = 0
     # Speculative decoding: the draft model (None: the family's default, e.g.
     # demo-draft for demo, else prompt lookup only), the draft lengths to

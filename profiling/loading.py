@@ -11,7 +11,8 @@ Safety rules, enforced here and nowhere else:
   (an `auto_map`, or an architecture transformers does not ship) is refused.
 - Only safetensors weights are loaded; pickle `.bin` files are never read,
   nor downloaded.
-- A local directory must lie under one of `config.allowed_roots` (when set),
+- A local directory must lie under one of `config.allowed_roots` (None: any;
+  an empty list: none),
   judged on the fully resolved path so a symlink cannot point outside.
 - A Hub id is validated as a repo id and never used as a filesystem path.
 """
@@ -147,7 +148,7 @@ def _resolve_demo(name: str, progress: Progress) -> Source:
     return Source("demo", name, path)
 
 
-def _resolve_config_only(name: str, roots: list[str]) -> Source:
+def _resolve_config_only(name: str, roots: list[str] | None) -> Source:
     if is_repo_id(name) and not _looks_local(name):
         return Source("config", name, repo_id=name)
     path = local_dir(name, roots, want_dir=False)
@@ -158,13 +159,15 @@ def _resolve_config_only(name: str, roots: list[str]) -> Source:
     return Source("config", name, path)
 
 
-def local_dir(name: str, roots: list[str], want_dir: bool = True) -> Path:
+def local_dir(name: str, roots: list[str] | None, want_dir: bool = True) -> Path:
     """The resolved path of a local model, checked against the allowed roots.
 
     The roots check comes first and uses the resolved path (symlinks
     followed), so a link inside a root that points outside is refused, and a
     path outside the roots is refused before its existence is revealed.
     """
+    if roots is not None and not roots:
+        raise PathNotAllowed(f"{name}: this worker loads no local directories (no roots allowed)")
     path = Path(name).expanduser().resolve()
     if roots and not any(path.is_relative_to(Path(r).expanduser().resolve()) for r in roots):
         raise PathNotAllowed(f"{name} is outside the directories this worker may read")

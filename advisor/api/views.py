@@ -1,25 +1,28 @@
 """JSON views for scripts: submit through the new-job form's checks, follow, fetch.
 
-CSRF does not apply (no cookies are involved); when ADVISOR_API_TOKEN is set,
-every /api/v1/jobs call must carry `Authorization: Bearer <token>`. Unset,
-the API is as open as the new-job form is. Every answer is JSON, errors too.
+A submit is read strictly first (`advisor.api.schema`: JSON types, sizes,
+depth, storable text), then checked by the new-job form. CSRF does not apply
+(no cookies are involved). When ADVISOR_API_TOKEN is set, a submit must carry
+`Authorization: Bearer <token>`, as the form asks for it; reading a job never
+needs it, as reading a share link does not. Every answer is JSON, errors too.
 """
 
 from __future__ import annotations
 
 import functools
 import json
-import secrets
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET
 
+from advisor import limits
 from advisor.api.openapi import document
 from advisor.jobs import dispatch, submission
 from advisor.jobs.lookup import find_job
@@ -33,18 +36,18 @@ def error(status: int, message: str, **extra: Any) -> JsonResponse:
     return JsonResponse({"error": message, **extra}, status=status)
 
 
-def authorized(request: HttpRequest) -> bool:
-    expected = settings.ADVISOR_API_TOKEN
-    if not expected:
-        return True
+def bearer(request: HttpRequest) -> str:
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    return scheme.lower() == "bearer" and secrets.compare_digest(
-        given.strip().encode(), expected.encode()
-    )
+    return given.strip() if scheme.lower() == "bearer" else ""
+
+
+def authorized(request: HttpRequest) -> bool:
+    """Whether this request may create a job (reads need no token)."""
+    return submission.token_accepted(bearer(request))
 
 
 def api_view(*methods: str) -> Callable[[View], View]:
-    """CSRF-exempt, method-checked, token-checked; never cached."""
+    """CSRF-exempt, method-checked, token-checked for writes; never cached."""
 
     def decorate(view: View) -> View:
         @functools.wraps(view)
@@ -53,7 +56,7 @@ def api_view(*methods: str) -> Callable[[View], View]:
                 response = error(405, f"Use {' or '.join(methods)} here.")
                 response["Allow"] = ", ".join(methods)
                 return response
-            if not authorized(request):
+            if request.method == "POST" and not authorized(request):
                 response = error(401, "Send the API token: Authorization: Bearer <token>.")
                 response["WWW-Authenticate"] = 'Bearer realm="advisor"'
                 return response
@@ -100,17 +103,17 @@ def jobs(request: HttpRequest) -> HttpResponse:
     # visitor's browser, e.g. to a site only reachable on an internal network.
     if request.content_type != "application/json":
         return error(415, "Send the job as JSON, with Content-Type: application/json.")
-    try:
-        values = json.loads(request.body or b"null")
-    except (ValueError, UnicodeDecodeError):
-        values = None
-    if not isinstance(values, dict):
-        return JsonResponse(
-            {"errors": {"__all__": ["The body must be a JSON object."]}}, status=400
-        )
-    form, errors = submission.bind(values)
+    values = read_object(request)
+    if isinstance(values, HttpResponse):
+        return values
+    form, errors = submission.check(values)
     if form is None:
         return JsonResponse({"errors": errors}, status=400)
+    limited = limits.submission_limited(request)
+    if limited is not None:
+        response = error(429, limited.message())
+        response["Retry-After"] = str(limited.retry_after_s)
+        return response
     try:
         job = submission.submit(form)
     except dispatch.QueueUnavailable as exc:
@@ -118,6 +121,31 @@ def jobs(request: HttpRequest) -> HttpResponse:
     response = JsonResponse(job_json(request, job), status=201)
     response["Location"] = reverse("api:job", args=[job.share_token])
     return response
+
+
+def read_object(request: HttpRequest) -> dict[str, Any] | HttpResponse:
+    """The body as a JSON object, or the JSON error that says why it is not one."""
+    limit = settings.ADVISOR_API_MAX_BODY_BYTES
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+        body = b"" if declared > limit else request.body
+    except (ValueError, RequestDataTooBig):
+        declared, body = limit + 1, b""
+    if declared > limit or len(body) > limit:
+        return error(413, f"The body is over {limit:,} bytes, the most a job request takes.")
+    try:
+        values = json.loads(body or b"null")
+    except RecursionError:
+        return _body_error("The body is nested too deeply; a job request is a flat object.")
+    except (ValueError, UnicodeDecodeError):
+        values = None
+    if not isinstance(values, dict):
+        return _body_error("The body must be a JSON object.")
+    return values
+
+
+def _body_error(message: str) -> JsonResponse:
+    return JsonResponse({"errors": {"__all__": [message]}}, status=400)
 
 
 @api_view("GET")
@@ -137,6 +165,11 @@ def job_result(request: HttpRequest, token: str) -> HttpResponse:
         why = "has not finished yet" if not found.is_final else "ended without a result"
         return error(409, f"This job {why} ({found.state}).", state=found.state)
     return JsonResponse(found.result)
+
+
+@csrf_exempt
+def not_found(request: HttpRequest) -> HttpResponse:
+    return error(404, "No such API path; see /api/v1/openapi.json.")
 
 
 @require_GET

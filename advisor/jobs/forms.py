@@ -31,6 +31,7 @@ from profiling.config import (
     Workload,
     is_repo_id,
 )
+from profiling.text import text_problem
 
 DEMO_NAMES = ("demo", "demo-draft")
 DEFAULT_SPEC_KS = "1,2,4"
@@ -157,7 +158,8 @@ def check_spec_ks(text: str) -> str:
     parts = [part.strip() for part in text.split(",")] if text.strip() else []
     if not parts:
         return DEFAULT_SPEC_KS
-    if not all(part.isdigit() for part in parts):
+    # isdigit() alone takes "²" and "①", which int() refuses: ASCII digits only.
+    if not all(part.isascii() and part.isdigit() for part in parts):
         raise forms.ValidationError("K values are whole numbers separated by commas, e.g. 1,2,4.")
     ks = sorted({int(part) for part in parts})
     if ks[0] < 1 or ks[-1] > MAX_SPEC_K:
@@ -165,6 +167,14 @@ def check_spec_ks(text: str) -> str:
     if len(ks) > MAX_SPEC_KS:
         raise forms.ValidationError(f"At most {MAX_SPEC_KS} K values.")
     return ",".join(str(k) for k in ks)
+
+
+def refuse_unstorable_text(form: forms.BaseForm, data: dict[str, Any]) -> None:
+    """A field error for text no database can store (NUL, a lone surrogate)."""
+    for name, value in list(data.items()):
+        problem = text_problem(value) if isinstance(value, str) else None
+        if problem is not None:
+            form.add_error(name, f"This text holds {problem}; remove it.")
 
 
 def in_choice_order(names: list[str], choices: dict[str, str]) -> str:
@@ -358,6 +368,7 @@ class JobForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        refuse_unstorable_text(self, data)
         self._clean_model(data)
         prompt, prefix = data.get("prompt_tokens"), data.get("shared_prefix_tokens")
         if prompt is not None and prefix is not None and prefix > prompt:

@@ -8,18 +8,34 @@ The prompt-sample upload is the browser form's only: it has no field here.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from advisor.jobs import dispatch
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
+from advisor.jobs.request import strict_errors
 
 UPLOAD_ONLY = ("prompt_file",)
 FIELDS = tuple(name for name in JobForm.base_fields if name not in UPLOAD_ONLY)
 
 Errors = dict[str, list[str]]
+
+
+def token_required() -> bool:
+    """Whether creating a job needs ADVISOR_API_TOKEN (on every path: form, API, CLI)."""
+    return bool(settings.ADVISOR_API_TOKEN)
+
+
+def token_accepted(given: str) -> bool:
+    """Whether `given` may create jobs: anything when no token is set, else only the token."""
+    expected = settings.ADVISOR_API_TOKEN
+    if not expected:
+        return True
+    return secrets.compare_digest(given.encode("utf-8", "replace"), expected.encode())
 
 
 def defaults() -> dict[str, Any]:
@@ -41,6 +57,15 @@ def bind(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
     if not form.is_valid():
         return None, {name: list(messages) for name, messages in form.errors.items()}
     return form, {}
+
+
+def check(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
+    """`values` from a script, strictly typed (JSON's types, storable text) and then
+    checked by the form: a bound, valid form, or None and every field's errors."""
+    refused = strict_errors(values)
+    form, errors = bind({k: v for k, v in values.items() if k not in refused})
+    errors = {**errors, **refused}
+    return (form if not errors else None), errors
 
 
 def submit(form: JobForm) -> Job:

@@ -18,7 +18,9 @@ from django.utils.text import slugify
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from advisor import limits
 from advisor.jobs import dispatch
+from advisor.jobs.access import access_form, grant
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import owned_jobs, owns, remember
@@ -47,18 +49,30 @@ def _missing(request: HttpRequest) -> HttpResponse:
 def new_job(request: HttpRequest) -> HttpResponse:
     dispatch.reap_if_due()
     form = JobForm(request.POST, request.FILES) if request.method == "POST" else JobForm()
-    if form.is_bound and form.is_valid():
-        job = form.save(commit=False)
-        try:
-            with transaction.atomic():  # published on commit: the prompt sample is saved too
-                dispatch.submit(job)
-                form.save_m2m()
-        except dispatch.QueueUnavailable as exc:
-            form.add_error(None, f"{QUEUE_DOWN} ({exc})")
+    access, limited = access_form(request), None
+    allowed = access is None or access.is_valid()
+    if form.is_bound and form.is_valid() and allowed:
+        limited = limits.submission_limited(request)
+        if limited is not None:
+            form.add_error(None, limited.message())
         else:
-            remember(request, job)
-            return redirect("jobs:detail", token=job.share_token)
-    return render(request, "jobs/new.html", {"form": form})
+            try:
+                with transaction.atomic():  # published on commit, with the prompt sample
+                    job = form.save(commit=False)
+                    dispatch.submit(job)
+                    form.save_m2m()
+            except dispatch.QueueUnavailable as exc:
+                form.add_error(None, f"{QUEUE_DOWN} ({exc})")
+            else:
+                if access is not None:
+                    grant(request)
+                remember(request, job)
+                return redirect("jobs:detail", token=job.share_token)
+    response = render(request, "jobs/new.html", {"form": form, "access": access})
+    if limited is not None:
+        response.status_code = 429
+        response["Retry-After"] = str(limited.retry_after_s)
+    return response
 
 
 @require_GET

@@ -6,6 +6,7 @@ from typing import Any
 
 from django import forms
 
+from advisor.jobs.forms import refuse_unstorable_text
 from advisor.jobs.lookup import find_job, token_from_text
 from advisor.jobs.models import Comment, Job
 
@@ -52,6 +53,11 @@ class CompareForm(forms.Form):
 
 
 class CommentForm(forms.ModelForm):
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        refuse_unstorable_text(self, data)
+        return data
+
     class Meta:
         model = Comment
         fields = ["author", "text"]

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling.config import PROMPT_SAMPLE_MAX_BYTES, PROMPT_SAMPLE_MAX_PROMPTS, ConfigError
+from profiling.text import text_problem
 
 MESSAGE_FORMAT = "{role}: {content}"  # one rendered chat message
 MESSAGE_SEPARATOR = "\n"
@@ -113,10 +114,20 @@ def _text_prompt(line: str, number: int) -> str:
 
 
 def _jsonl_prompt(line: str, number: int) -> str:
+    prompt = _jsonl_record_prompt(line, number)
+    problem = text_problem(prompt)
+    if problem is not None:
+        raise PromptSampleError(f"line {number}: the prompt holds {problem}; remove it")
+    return prompt
+
+
+def _jsonl_record_prompt(line: str, number: int) -> str:
     try:
         record = json.loads(line)
     except ValueError as exc:
         raise PromptSampleError(f"line {number}: not valid JSON ({exc})") from None
+    except RecursionError:
+        raise PromptSampleError(f"line {number}: JSON nested too deeply") from None
     if not isinstance(record, dict):
         raise PromptSampleError(f"line {number}: expected a JSON object, got {_kind(record)}")
     if "prompt" in record:

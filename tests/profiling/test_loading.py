@@ -224,3 +224,10 @@ def test_auto_device_falls_back_to_cpu_and_auto_dtype_follows_it(
 def test_asking_for_cuda_without_a_gpu_is_a_device_error() -> None:
     with pytest.raises(DeviceUnavailable):
         loading.pick_device("cuda")
+
+
+def test_an_empty_list_of_roots_allows_no_directory_at_all(model_dir: Path) -> None:
+    with pytest.raises(loading.PathNotAllowed, match="no local directories"):
+        loading.resolve(config_for(str(model_dir), allowed_roots=[]))
+    with pytest.raises(loading.PathNotAllowed):
+        loading.resolve(config_for(str(model_dir), source="config", allowed_roots=[]))

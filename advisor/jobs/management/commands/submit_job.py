@@ -11,6 +11,7 @@ not submitted (queue down), 2 bad input, 3 still running at --timeout.
 
 from __future__ import annotations
 
+import os
 import time
 from argparse import ArgumentParser
 from typing import Any
@@ -91,6 +92,11 @@ class Command(BaseCommand):
         parser.add_argument("--precisions", help="e.g. fp32,int8,int4 (the first is the reference)")
         parser.add_argument("--quant-keep", default="", help="e.g. lm_head,embeddings")
         parser.add_argument("--tp-measure", type=int)
+        parser.add_argument(
+            "--token",
+            default=os.environ.get("ADVISOR_API_TOKEN", ""),
+            help="the site's access token when it sets one (default: $ADVISOR_API_TOKEN)",
+        )
         parser.add_argument("--no-wait", action="store_true", help="print the link and return")
         parser.add_argument("--timeout", type=float, help="stop watching after this many seconds")
         parser.add_argument("--poll", type=float, default=0.5, help="seconds between polls")
@@ -103,8 +109,10 @@ class Command(BaseCommand):
                 [f"--experiments: unknown {', '.join(unknown)}; "
                  f"choose from {', '.join(EXPERIMENT_NAMES)}"]
             )  # fmt: skip
-        form, errors = submission.bind(self.values(options, experiments))
-        if form is None:
+        if not submission.token_accepted(options["token"]):
+            raise self.bad_input(["--token: this site creates jobs only with its access token"])
+        form, errors = submission.check(self.values(options, experiments))
+        if errors:
             raise self.bad_input(
                 [f"{FLAGS.get(field, '')}: {m}".lstrip(": ") for field, ms in errors.items()
                  for m in ms]

@@ -1,0 +1,176 @@
+"""A job request from a script (the JSON API, `manage.py submit_job`), declared once
+with pydantic: it checks the values strictly and generates the OpenAPI
+document's request schema (`advisor.api.openapi`).
+
+Strict means JSON's own types: the integer 16, not "16"; true, not "true" or 1;
+a list where a list is due; no unknown fields. Every text refuses NUL and lone
+surrogates. What passes is then checked by the new-job form, exactly as a
+browser's post is (model location, the prefix against the prompt, live queues),
+so the API and the form can never accept different jobs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+
+from advisor.jobs.models import Job
+from profiling import hardware
+from profiling.config import DTYPES, KEEP_CHOICES, LIMITS, PRECISIONS, TP_MEASURE_SIZES
+from profiling.text import text_problem
+
+MAX_TARGET_MS = 3_600_000.0
+
+
+def _storable(text: str) -> str:
+    problem = text_problem(text)
+    if problem is not None:
+        raise ValueError(f"the text holds {problem}")
+    return text
+
+
+def Text(max_length: int, description: str = "") -> Any:  # noqa: N802 (a type factory)
+    return Annotated[
+        str, AfterValidator(_storable), Field(max_length=max_length, description=description)
+    ]
+
+
+def Count(name: str, description: str) -> Any:  # noqa: N802
+    low, high = LIMITS[name]
+    return Annotated[int, Field(ge=low, le=high, description=description)]
+
+
+def _default(name: str) -> Any:
+    return Job._meta.get_field(name).get_default()
+
+
+Target = Annotated[float, Field(gt=0, le=MAX_TARGET_MS)]
+
+
+def _enum(values: tuple[Any, ...]) -> Any:
+    return Literal.__getitem__(values)
+
+
+class JobRequest(BaseModel):
+    """The new-job form's fields; a field left out takes the form's default.
+
+    The prompt-sample upload is the browser form's only.
+    """
+
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        protected_namespaces=(),  # model_source and model_name are the form's names
+        json_schema_extra={
+            "examples": [
+                {"model_name": "demo", "prompt_tokens": 256, "output_tokens": 64},
+                {
+                    "model_source": "demo",
+                    "model_name": "demo",
+                    "run_on": "wait-for-target",
+                    "run_speculative": True,
+                    "spec_ks": "1,2,4",
+                },
+            ]
+        },
+    )
+
+    model_source: _enum(tuple(Job.ModelSource.values)) = _default("model_source")
+    model_name: Text(
+        512, "demo or demo-draft, a Hub id, or an absolute directory under ADVISOR_MODEL_ROOTS"
+    ) = "demo"
+    dtype: _enum(DTYPES) = "auto"
+    quick: bool = Field(_default("quick"), description="Small sweeps: seconds, not minutes")
+    gpu_kind: _enum(("", *hardware.catalog())) = Field(
+        "", description="Target GPU: a catalog key, or empty for any worker"
+    )
+    gpu_count: Count("gpu_count", "GPUs of that kind") = _default("gpu_count")
+    run_on: Text(
+        64,
+        "Empty: the target's queue (needs a live worker); a live queue name (cpu, default, "
+        "gpu-…) to run elsewhere; or wait-for-target",
+    ) = ""
+    prompt_tokens: Count("prompt_tokens", "Prompt tokens per request") = _default("prompt_tokens")
+    output_tokens: Count("output_tokens", "Output tokens per request") = _default("output_tokens")
+    concurrency: Count("concurrency", "Concurrent requests") = _default("concurrency")
+    shared_prefix_tokens: Count(
+        "shared_prefix_tokens", "Tokens every prompt starts with (at most prompt_tokens)"
+    ) = _default("shared_prefix_tokens")
+    ttft_ms: Target | None = Field(None, description="Time-to-first-token target, ms")
+    tpot_ms: Target | None = Field(None, description="Time-per-output-token target, ms")
+    stated_bottleneck: _enum(tuple(Job.Bottleneck.values)) = _default("stated_bottleneck")
+    notes: Text(4000, "Anything a teammate should know") = ""
+    run_speculative: bool = Field(False, description="Measure speculative decoding")
+    draft_model: Text(512, "Blank: the family's default draft") = ""
+    spec_ks: Annotated[
+        str,
+        Field(
+            max_length=64,
+            pattern=r"^[0-9]+( *, *[0-9]+)*$|^$",
+            description="Draft lengths K, comma-separated, 1 to 16, at most 8 values",
+        ),
+    ] = _default("spec_ks")
+    prompt_lookup: bool = Field(True, description="Also try prompt lookup (n-gram drafts)")
+    run_quantization: bool = Field(False, description="Measure quantization")
+    precisions: list[_enum(tuple(PRECISIONS))] = Field(
+        ["fp32", "int8", "int4"],
+        description="Two or more; the first, in the catalog's order, is the reference",
+    )
+    quant_keep: list[_enum(tuple(KEEP_CHOICES))] = Field(
+        [], description="Parts also kept in the reference precision"
+    )
+    run_caching: bool = Field(False, description="Measure prefix caching")
+    run_parallel: bool = Field(False, description="Measure parallelism and disaggregation")
+    tp_measure: _enum(TP_MEASURE_SIZES) | None = Field(
+        None, description="Processes for a measured tensor-parallel run; null: the default"
+    )
+
+
+FRIENDLY = {
+    "int_type": 'Send a whole number as a JSON number (16, not "16").',
+    "float_type": 'Send a JSON number (250.5, not "250.5"), or null.',
+    "bool_type": "Send true or false (JSON booleans, not strings or numbers).",
+    "list_type": 'Send a JSON list of names, e.g. ["fp32", "int8"].',
+    "string_type": "Send a JSON string.",
+    "extra_forbidden": "Unknown field. The fields are: " + ", ".join(JobRequest.model_fields) + ".",
+}
+
+
+# Errors the new-job form also finds, in its own words: left to it, so a script
+# and a browser read the same message for the same out-of-range value.
+LEFT_TO_THE_FORM = {
+    "greater_than", "greater_than_equal", "less_than", "less_than_equal",
+    "literal_error", "string_too_long", "too_long", "string_pattern_mismatch",
+    "extra_forbidden",
+}  # fmt: skip
+
+
+def strict_errors(values: dict[str, Any]) -> dict[str, list[str]]:
+    """What the strict types refuse in `values` (a wrong JSON type, unstorable text),
+    as `{field: [messages]}`; range and choice errors are the form's to report."""
+    try:
+        JobRequest.model_validate(values)
+    except ValidationError as exc:
+        return field_errors(exc, skip=LEFT_TO_THE_FORM)
+    return {}
+
+
+def field_errors(
+    exc: ValidationError, skip: frozenset[str] | set[str] = frozenset()
+) -> dict[str, list[str]]:
+    """pydantic's errors as the form's `{field: [messages]}` ("__all__": the body itself)."""
+    errors: dict[str, list[str]] = {}
+    for error in exc.errors(include_url=False):
+        if error["type"] in skip:
+            continue
+        field = str(error["loc"][0]) if error["loc"] else "__all__"
+        message = FRIENDLY.get(error["type"]) or _sentence(error["msg"])
+        if message not in errors.setdefault(field, []):
+            errors[field].append(message)
+    return errors
+
+
+def _sentence(text: str) -> str:
+    text = text.removeprefix("Value error, ")
+    return text[:1].upper() + text[1:].rstrip(".") + "."

@@ -1,0 +1,78 @@
+"""The API fuzzed from its own OpenAPI document (schemathesis, property-based).
+
+Every generated request, valid or not, must get an answer the document
+describes: no 5xx, a documented status and content type, a body matching its
+schema, and data that violates the schema refused with a 4xx. The document's
+own examples must be accepted.
+"""
+
+from __future__ import annotations
+
+import pytest
+import schemathesis
+from django.test import Client
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from schemathesis import GenerationMode, checks
+
+from advisor.api.openapi import document
+from advisor.jobs.models import Job
+from advisor.jobs.request import JobRequest
+from advisor.wsgi import application
+
+pytestmark = pytest.mark.django_db(transaction=True)
+CHECKS = [
+    checks.not_a_server_error,
+    checks.status_code_conformance,
+    checks.content_type_conformance,
+    checks.response_schema_conformance,
+    checks.response_headers_conformance,
+    checks.negative_data_rejection,
+]
+
+
+EXAMPLES_PER_OPERATION = 40
+
+
+@pytest.mark.parametrize("mode", list(GenerationMode), ids=lambda mode: mode.value)
+def test_every_answer_is_one_the_document_describes(mode, cpu_worker, redis_url):
+    # Hypothesis drives schemathesis's strategies directly: its pytest plugin
+    # does not run under this pytest.
+    api = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", application)
+    operations = [result.ok() for result in api.get_all_operations()]
+    assert len(operations) == 3
+
+    for operation in operations:
+
+        @given(case=operation.as_strategy(generation_mode=mode))
+        @hypothesis_settings(
+            max_examples=EXAMPLES_PER_OPERATION,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def answers_as_documented(case: schemathesis.Case) -> None:
+            case.call_and_validate(checks=CHECKS)
+
+        answers_as_documented()
+
+
+@pytest.mark.parametrize("example", JobRequest.model_json_schema()["examples"])
+def test_the_documents_examples_are_accepted(example, cpu_worker, redis_url):
+    response = Client().post("/api/v1/jobs", example, content_type="application/json")
+    assert response.status_code == 201, response.content
+    assert Job.objects.filter(share_token=response.json()["token"]).exists()
+
+
+def test_the_document_states_types_ranges_and_enums():
+    request = document("http://testserver/api/v1")["components"]["schemas"]["JobRequest"]
+    fields = request["properties"]
+    assert request["additionalProperties"] is False
+    assert fields["prompt_tokens"]["type"] == "integer"
+    assert (fields["prompt_tokens"]["minimum"], fields["prompt_tokens"]["maximum"]) == (
+        1,
+        1_048_576,
+    )
+    assert fields["quick"]["type"] == "boolean"
+    assert "fp32" in fields["precisions"]["items"]["enum"]
+    assert fields["model_source"]["enum"] == list(Job.ModelSource.values)
