@@ -195,6 +195,13 @@ STATICFILES_DIRS = [
 ]
 # Serve straight from the finders: no collectstatic step for local runs.
 WHITENOISE_USE_FINDERS = True
+if STATIC_ROOT:
+    # Production: `manage.py collectstatic` writes hashed names and gzip/brotli
+    # copies once; WhiteNoise serves them compressed with far-future caching.
+    STORAGES = {
+        "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+        "staticfiles": {"BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"},
+    }
 
 # --- Security (production) --------------------------------------------------
 
@@ -325,11 +332,17 @@ if ADVISOR_CACHE_URL is None:
         "The shared cache needs Redis: set ADVISOR_CACHE_URL=redis://host:6379/1 "
         "(the broker is not Redis)"
     )
+# Sessions are read from that cache and written through to the database.
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 CACHES = {
     "default": {
         "BACKEND": "advisor.cache.SharedRedisCache",
         "LOCATION": ADVISOR_CACHE_URL,
         "KEY_PREFIX": "advisor",
-        "OPTIONS": {"socket_connect_timeout": 2, "socket_timeout": 2},
+        "OPTIONS": {
+            "serializer": "advisor.cache.JSONSerializer",
+            "socket_connect_timeout": 2,
+            "socket_timeout": 2,
+        },
     }
 }

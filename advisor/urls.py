@@ -5,7 +5,11 @@ from __future__ import annotations
 from django.contrib import admin
 from django.urls import include, path
 
+from advisor.health import health
+
 urlpatterns = [
+    # /health
+    path("health", health, name="health"),
     # /admin/
     path("admin/", admin.site.urls),
     # /api/v1/...

@@ -29,6 +29,10 @@ class JobQuerySet(models.QuerySet):
     def active(self) -> JobQuerySet:
         return self.filter(state__in=Job.ACTIVE_STATES)
 
+    def listed(self) -> JobQuerySet:
+        """Rows for a list of jobs: without the stored result or error, which lists never show."""
+        return self.defer("result", "error")
+
     def stale(self, now=None, after: timedelta | None = None) -> JobQuerySet:
         """Running jobs whose worker stopped beating (crashed or lost)."""
         from django.conf import settings

@@ -34,4 +34,5 @@ def owns(request: HttpRequest, job: Job) -> bool:
 
 def owned_jobs(request: HttpRequest) -> list[Job]:
     """This session's jobs, newest first; forgotten rows simply drop out."""
-    return list(Job.objects.filter(share_token__in=owned_tokens(request)).order_by("-created_at"))
+    owned = Job.objects.listed().filter(share_token__in=owned_tokens(request))
+    return list(owned.order_by("-created_at"))

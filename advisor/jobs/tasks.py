@@ -142,7 +142,7 @@ def reap(now: datetime | None = None) -> Reaped:
     """Recover jobs whose worker went silent, and queued jobs never published."""
     now = now or timezone.now()
     report = Reaped()
-    for job in Job.objects.stale(now=now):
+    for job in Job.objects.stale(now=now).listed():
         if job.cancel_requested:  # the user's cancel stands: no retry
             report.failed += _end_lost(
                 job, now, Job.State.CANCELLED, "cancelled; its worker was lost"
@@ -153,7 +153,7 @@ def reap(now: datetime | None = None) -> Reaped:
             silent_s = int((now - job.heartbeat_at).total_seconds())
             error = f"worker lost (no heartbeat for {silent_s} s) after {job.attempts} attempts"
             report.failed += _end_lost(job, now, Job.State.FAILED, error)
-    for job in Job.objects.undispatched(now=now, after=UNDISPATCHED_AFTER):
+    for job in Job.objects.undispatched(now=now, after=UNDISPATCHED_AFTER).listed():
         report.redispatched += _redispatch(job)
     for job in lost_messages(now):
         report.redispatched += _redispatch(job)

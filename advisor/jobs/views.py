@@ -25,7 +25,7 @@ from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import owned_jobs, owns, remember
 from advisor.reports.forms import CommentForm
-from advisor.reports.views import report_context
+from advisor.reports.views import rendered_report
 
 SHARE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 QUEUE_DOWN = (
@@ -101,7 +101,7 @@ def detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
         "comment_form": CommentForm(),
     }
     if job.state == Job.State.SUCCEEDED:
-        context.update(report_context(job, request.GET))
+        context.update(rendered_report(job, request.GET))
     return context
 
 

@@ -23,6 +23,7 @@ SETTINGS_FILE = ROOT / "advisor" / "settings.py"
 ENV_KEYS = (
     "DATABASE_URL", "CELERY_BROKER_URL", "REDIS_URL", "SECRET_KEY", "ALLOWED_HOSTS",
     "ADVISOR_PRODUCTION", "ADVISOR_DEBUG", "ADVISOR_DB_NAME", "ADVISOR_TEST_DB_NAME",
+    "ADVISOR_CACHE_URL",
 )  # fmt: skip
 
 
@@ -97,6 +98,38 @@ def test_database_url_and_redis_url_replace_the_defaults(monkeypatch, tmp_path):
 def test_production_refuses_the_development_secret(monkeypatch, tmp_path):
     with pytest.raises(ImproperlyConfigured, match="SECRET_KEY"):
         load_settings(monkeypatch, tmp_path, ADVISOR_PRODUCTION="1")
+
+
+def test_production_refuses_a_short_secret_and_no_allowed_hosts(monkeypatch, tmp_path):
+    with pytest.raises(ImproperlyConfigured, match="SECRET_KEY"):
+        load_settings(monkeypatch, tmp_path, ADVISOR_PRODUCTION="1", SECRET_KEY="short")
+    with pytest.raises(ImproperlyConfigured, match="ALLOWED_HOSTS"):
+        load_settings(
+            monkeypatch, tmp_path, ADVISOR_PRODUCTION="1", SECRET_KEY=secrets.token_urlsafe(50)
+        )
+
+
+def test_without_a_secret_a_random_key_of_this_machine_is_made_once(monkeypatch, tmp_path):
+    first = load_settings(monkeypatch, tmp_path)["SECRET_KEY"]
+    again = load_settings(monkeypatch, tmp_path)["SECRET_KEY"]
+    key_file = tmp_path / "var" / "secret_key"
+    assert first == again == key_file.read_text() and len(first) >= 50
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    assert "insecure" not in first
+
+
+def test_the_shared_cache_sits_beside_the_broker(monkeypatch, tmp_path):
+    conf = load_settings(monkeypatch, tmp_path, CELERY_BROKER_URL="redis://r.internal:6379/0")
+    assert conf["CACHES"]["default"]["LOCATION"] == "redis://r.internal:6379/1"
+    conf = load_settings(monkeypatch, tmp_path)
+    assert conf["CACHES"]["default"]["LOCATION"] == f"unix://{tmp_path / 'var' / 'redis.sock'}?db=1"
+    with pytest.raises(ImproperlyConfigured, match="ADVISOR_CACHE_URL"):
+        load_settings(monkeypatch, tmp_path, CELERY_BROKER_URL="amqp://guest@localhost//")
+
+
+def test_a_malformed_rate_stops_the_start(monkeypatch, tmp_path):
+    with pytest.raises(ImproperlyConfigured, match="ADVISOR_COMMENT_RATE"):
+        load_settings(monkeypatch, tmp_path, ADVISOR_COMMENT_RATE="lots")
 
 
 def test_a_bad_number_in_the_environment_stops_the_start(monkeypatch, tmp_path):
