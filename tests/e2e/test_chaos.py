@@ -131,3 +131,38 @@ def test_a_frozen_workers_stale_attempt_writes_nothing(worker_factory, demo_mode
     assert final.state == State.SUCCEEDED, final.error
     assert final.worker_host == rescuer.name and final.attempts == 2
     assert written[job.pk] == 1 and refused
+
+
+def test_sigkills_during_a_batch_end_every_job_with_bounded_attempts(
+    worker_factory, demo_model_dir
+):
+    first = worker_factory(["test-kill"], CHAOS_ENV)
+    jobs = [submit("test-kill", quick=False)] + [submit("test-kill") for _ in range(5)]
+    ids = [job.pk for job in jobs]
+    victim = wait_for_job(jobs[0].pk, until=running_with_progress, timeout_s=120)
+    os.kill(victim.child_pid, signal.SIGKILL)  # what the kernel's OOM killer does
+    running = wait_for_job(
+        jobs[1].pk, until=running_with_progress, timeout_s=120
+    )  # the worker went on to the next job
+    first.kill()  # the whole worker at once, mid-job, as a crashed machine goes
+    second = worker_factory(["test-kill"], CHAOS_ENV)
+    try:
+        finals = [wait_for_job(pk, timeout_s=300) for pk in ids]
+    finally:
+        second.stop()
+    by_pk = {job.pk: job for job in finals}
+    killed_child, lost_worker = by_pk[victim.pk], by_pk[running.pk]
+    print(
+        "chaos sigkill: jobs=6 "
+        f"succeeded={sum(j.state == State.SUCCEEDED for j in finals)} "
+        f"failed={sum(j.state == State.FAILED for j in finals)} "
+        f"attempts={sum(j.attempts for j in finals)} "
+        f"max_attempts={max(j.attempts for j in finals)}"
+    )
+    assert killed_child.state == State.FAILED
+    assert killed_child.error.startswith("killed by signal 9 (SIGKILL)"), killed_child.error
+    assert lost_worker.state == State.SUCCEEDED and lost_worker.attempts == 2  # re-run
+    assert all(j.state == State.SUCCEEDED for j in finals if j.pk not in (victim.pk,))
+    assert max(j.attempts for j in finals) <= settings.ADVISOR_MAX_ATTEMPTS
+    written = outcomes_written(first, second)
+    assert all(written[pk] == 1 for pk in ids), written
