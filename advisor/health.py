@@ -43,7 +43,7 @@ def _cache() -> None:
         raise RuntimeError("the cache did not give back what it was given")
 
 
-def check(name: str, probe: Callable[[], None]) -> dict[str, Any]:
+def check(probe: Callable[[], None]) -> dict[str, Any]:
     start = time.perf_counter()
     try:
         probe()
@@ -57,9 +57,7 @@ def check(name: str, probe: Callable[[], None]) -> dict[str, Any]:
 def health(request: HttpRequest) -> JsonResponse:
     from advisor.jobs.models import Worker
 
-    checks = {"database": check("database", _database)}
-    checks["broker"] = check("broker", _broker)
-    checks["cache"] = check("cache", _cache)
+    checks = {"database": check(_database), "broker": check(_broker), "cache": check(_cache)}
     ok = all(item["ok"] for item in checks.values())
     workers = None
     if checks["database"]["ok"]:

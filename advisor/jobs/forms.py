@@ -47,6 +47,7 @@ TP_MEASURE_CHOICES = [("", "Default: 2 processes where the worker has 2+ CUDA GP
 ]
 # Same bound as `Workload.validate`: an hour per token is already absurd.
 MAX_TARGET_MS = 3_600_000.0
+MIN_TARGET_MS = 0.001
 # The "run on" value that keeps a job in its target's queue until a worker for
 # that queue starts (a fleet box may still be booting).
 WAIT_FOR_TARGET = "wait-for-target"
@@ -73,7 +74,7 @@ def _ms_field(label: str) -> forms.FloatField:
     return forms.FloatField(
         label=label,
         required=False,
-        min_value=0.001,
+        min_value=MIN_TARGET_MS,
         max_value=MAX_TARGET_MS,
         help_text="Optional, in milliseconds.",
         widget=forms.NumberInput(attrs={"step": "any", "placeholder": "none"}),

@@ -15,12 +15,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
+from advisor.jobs.forms import DEFAULT_PRECISIONS, MAX_TARGET_MS, MIN_TARGET_MS
 from advisor.jobs.models import Job
 from profiling import hardware
 from profiling.config import DTYPES, KEEP_CHOICES, LIMITS, PRECISIONS, TP_MEASURE_SIZES
 from profiling.text import text_problem
-
-MAX_TARGET_MS = 3_600_000.0
 
 
 def _storable(text: str) -> str:
@@ -30,13 +29,13 @@ def _storable(text: str) -> str:
     return text
 
 
-def Text(max_length: int, description: str = "") -> Any:  # noqa: N802 (a type factory)
+def Text(max_length: int, description: str = "") -> Any:  # a type factory, named as a type
     return Annotated[
         str, AfterValidator(_storable), Field(max_length=max_length, description=description)
     ]
 
 
-def Count(name: str, description: str) -> Any:  # noqa: N802
+def Count(name: str, description: str) -> Any:
     low, high = LIMITS[name]
     return Annotated[int, Field(ge=low, le=high, description=description)]
 
@@ -45,7 +44,7 @@ def _default(name: str) -> Any:
     return Job._meta.get_field(name).get_default()
 
 
-Target = Annotated[float, Field(gt=0, le=MAX_TARGET_MS)]
+Target = Annotated[float, Field(ge=MIN_TARGET_MS, le=MAX_TARGET_MS)]
 
 
 def _enum(values: tuple[Any, ...]) -> Any:
@@ -114,7 +113,7 @@ class JobRequest(BaseModel):
     prompt_lookup: bool = Field(True, description="Also try prompt lookup (n-gram drafts)")
     run_quantization: bool = Field(False, description="Measure quantization")
     precisions: list[_enum(tuple(PRECISIONS))] = Field(
-        ["fp32", "int8", "int4"],
+        list(DEFAULT_PRECISIONS),
         description="Two or more; the first, in the catalog's order, is the reference",
     )
     quant_keep: list[_enum(tuple(KEEP_CHOICES))] = Field(

@@ -114,7 +114,10 @@ def record(job_id: int, lease: str, outcome: child.Outcome) -> None:
             job_id, lease, Job.State.FAILED, error=outcome.error, message=outcome.error[:512]
         )
     log.info(
-        "job %s: %s%s", job_id, outcome.status, "" if written else " (not written: lease lost)"
+        "job %s: %s%s",
+        job_id,
+        outcome.status,
+        "" if written else " (not written: the row is no longer this attempt's)",
     )
 
 

@@ -123,7 +123,7 @@ def test_a_frozen_workers_stale_attempt_writes_nothing(worker_factory, demo_mode
         rescuer.stop()
         frozen.stop()
     written = outcomes_written(frozen, rescuer)
-    refused = "not written: lease lost" in frozen.log_path.read_text()
+    refused = "not written: the row is no longer this attempt's" in frozen.log_path.read_text()
     print(
         f"chaos frozen-worker: attempts={final.attempts} state={final.state} "
         f"results_written={written[job.pk]} stale_refused={refused}"
