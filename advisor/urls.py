@@ -6,6 +6,15 @@ from django.contrib import admin
 from django.urls import include, path
 
 from advisor.health import health
+from advisor.jobs import urls as jobs_urls
+from advisor.reports.job_page import job_detail
+
+# The job page shows the report, so its view lives in the reports app; its URL
+# and name belong to the jobs (the share link is /jobs/<token>/, "jobs:detail").
+jobs_patterns = [
+    *jobs_urls.urlpatterns,
+    path("jobs/<str:token>/", job_detail, name="detail"),
+]
 
 urlpatterns = [
     # /health
@@ -17,5 +26,5 @@ urlpatterns = [
     # /reports/...
     path("reports/", include("advisor.reports.urls")),
     # /, /jobs/...
-    path("", include("advisor.jobs.urls")),
+    path("", include((jobs_patterns, jobs_urls.app_name))),
 ]

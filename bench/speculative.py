@@ -31,6 +31,7 @@ import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig  # noqa: E402
 
 from profiling.experiments import speculative  # noqa: E402
+from profiling.prompts import PromptSet, load_prompts  # noqa: E402
 from profiling.speculative.results import SpeculativeResult  # noqa: E402
 
 # Random-weights pairs: a Llama target and a draft with the same vocabulary.
@@ -115,10 +116,10 @@ def _ks(args: argparse.Namespace) -> list[int]:
     return speculative.QUICK_KS if args.quick else speculative.DEFAULT_KS
 
 
-def _prompts(args: argparse.Namespace) -> speculative.PromptSet:
-    prompts = speculative.load_prompts()
+def _prompts(args: argparse.Namespace) -> PromptSet:
+    prompts = load_prompts()
     count = args.prompts or (6 if args.quick else len(prompts.prompts))
-    return speculative.PromptSet(prompts.version, prompts.prompts[:count])
+    return PromptSet(prompts.version, prompts.prompts[:count])
 
 
 def _load(path: Path, device: str) -> tuple[Any, Any]:

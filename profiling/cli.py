@@ -20,30 +20,30 @@ import contextlib
 import json
 import os
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
-from profiling import hardware
-from profiling.advice.text import render_advice
 from profiling.caching.sample import read_prompt_sample
+from profiling.cli_common import (
+    add_workload_flags,
+    gpu_kind_from_args,
+    workload_from_args,
+    write_json_atomic,
+)
 from profiling.config import (
-    BOTTLENECKS,
     DEVICES,
-    DTYPES,
     KEEP_CHOICES,
     PRECISIONS,
     SOURCES,
     ConfigError,
     Hardware,
     ProfileConfig,
-    Workload,
 )
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
-from profiling.results import Profile
+from profiling.summary import render_summary
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_OOM, EXIT_INTERNAL = 0, 2, 3, 4
 JOB_PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress lines a second (plus phase changes)
@@ -65,45 +65,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     estimate_cli.register(commands)
     return parser
-
-
-def add_workload_flags(p: argparse.ArgumentParser) -> None:
-    """The user's workload, deployment GPU and dtype: shared by `profile` and `estimate`."""
-    w = Workload()
-    p.add_argument("--dtype", choices=DTYPES, default="auto")
-    p.add_argument("--prompt-tokens", type=int, default=w.prompt_tokens)
-    p.add_argument("--output-tokens", type=int, default=w.output_tokens)
-    p.add_argument("--concurrency", type=int, default=w.concurrency)
-    p.add_argument("--shared-prefix-tokens", type=int, default=w.shared_prefix_tokens)
-    p.add_argument("--ttft-ms", type=float, help="time-to-first-token target")
-    p.add_argument("--tpot-ms", type=float, help="time-per-output-token target")
-    p.add_argument("--gpu", metavar="KIND", help="deployment GPU for the fit check, e.g. h100")
-    p.add_argument("--gpus", type=int, default=1, help="how many of them")
-    p.add_argument("--stated-bottleneck", choices=BOTTLENECKS, default="unsure")
-
-
-def workload_from_args(args: argparse.Namespace) -> Workload:
-    """The validated Workload of the shared flags."""
-    workload = Workload(
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
-        concurrency=args.concurrency,
-        shared_prefix_tokens=args.shared_prefix_tokens,
-        ttft_ms=args.ttft_ms,
-        tpot_ms=args.tpot_ms,
-    )
-    workload.validate()
-    return workload
-
-
-def gpu_kind_from_args(args: argparse.Namespace) -> str | None:
-    """The catalog key of `--gpu`, or None; a ConfigError for an unknown kind."""
-    if not args.gpu:
-        return None
-    try:
-        return hardware.lookup(args.gpu).key
-    except hardware.UnknownGPU as exc:
-        raise ConfigError(str(exc)) from None
 
 
 def _add_profile_flags(p: argparse.ArgumentParser) -> None:
@@ -245,21 +206,6 @@ def cmd_profile(args: argparse.Namespace) -> int:
 # -- job ------------------------------------------------------------------------
 
 
-def write_json_atomic(path: Path, data: Any) -> None:
-    """Write JSON to a temp file beside `path`, then rename it into place."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
 @contextlib.contextmanager
 def protocol_stdout() -> Iterator[IO[str]]:
     """A stream to the real stdout, with everything else sent to stderr.
@@ -344,121 +290,6 @@ def _job_failed(out: Path, exc: Exception) -> int:
 
 
 # -- the readable summary -------------------------------------------------------
-
-
-def fmt_bytes(n: float | None) -> str:
-    """SI bytes (1 GB = 1e9 B, like the GPU catalog)."""
-    if n is None:
-        return "-"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n:,.0f} B"
-
-
-def _pct(fraction: float | None) -> str:
-    return "-" if fraction is None else f"{fraction * 100:.1f} %"
-
-
-def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    out = ["", title, "  " + "  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
-    out += ["  " + "  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
-    return out
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.2f}"
-
-
-def _header(p: Profile) -> list[str]:
-    m, e = p.model, p.environment
-    weights = "random weights, " if m.config_only else ""
-    return [
-        f"Model   {m.name} ({m.source}, {m.architecture}, {weights}"
-        f"{m.num_parameters / 1e6:,.1f} M parameters, {m.num_layers} layers, "
-        f"{m.num_attention_heads} heads / {m.num_key_value_heads} KV heads × {m.head_dim})",
-        f"Device  {e.device}: {e.device_name} ({e.dtype}; torch {e.torch}, "
-        f"transformers {e.transformers}, {e.torch_threads} threads)",
-    ]
-
-
-def _memory_lines(p: Profile) -> list[str]:
-    mem = p.memory
-    by_dtype = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in mem.weights_bytes_by_dtype.items())
-    lines = [
-        "",
-        "Memory",
-        f"  weights               {fmt_bytes(mem.weights_bytes)} ({by_dtype})",
-        f"  KV cache per token    {fmt_bytes(mem.kv_cache_bytes_per_token)} measured, "
-        f"{fmt_bytes(mem.kv_cache_bytes_per_token_computed)} by formula",
-        f"  peak during prefill   {fmt_bytes(mem.peak_prefill_bytes)} ({mem.peak_prefill_method}, "
-        f"{mem.peak_prefill_prompt_tokens} tokens × batch {mem.peak_prefill_batch_size})",
-    ]
-    fit = mem.fit
-    if fit is not None:
-        verdict = "fits" if fit.fits else "does NOT fit"
-        need, usable = fmt_bytes(fit.required_bytes), fmt_bytes(fit.available_bytes)
-        lines.append(
-            f"  fit on {fit.gpu_count}× {fit.gpu_kind}: {verdict}, needs {need} of {usable} "
-            f"usable; at most {fit.max_concurrency:,} requests of {fit.context_tokens} tokens"
-        )
-    return lines
-
-
-def _prefill_rows(p: Profile) -> list[list[str]]:
-    return [
-        [
-            str(x.prompt_tokens),
-            str(x.batch_size),
-            _ms(x.seconds.median),
-            f"{_ms(x.seconds.p10)}-{_ms(x.seconds.p90)}",
-            f"{x.tokens_per_second:,.0f}",
-            f"{x.achieved_flops_per_second / 1e12:,.3f}",
-            _pct(x.fraction_of_peak),
-        ]
-        for x in p.prefill
-    ]
-
-
-def _decode_rows(p: Profile) -> list[list[str]]:
-    return [
-        [
-            str(x.batch_size),
-            str(x.context_tokens),
-            _ms(x.seconds_per_token.median),
-            f"{_ms(x.seconds_per_token.p10)}-{_ms(x.seconds_per_token.p90)}",
-            f"{x.tokens_per_second:,.0f}",
-            f"{x.achieved_bytes_per_second / 1e9:,.1f}",
-            _pct(x.fraction_of_peak),
-        ]
-        for x in p.decode
-    ]
-
-
-def render_summary(p: Profile) -> str:
-    """The human-readable report `profile` prints."""
-    lines = _header(p) + _memory_lines(p)
-    lines += _table(
-        "Prefill (one forward pass, last-token logits)",
-        ["tokens", "batch", "median ms", "p10-p90 ms", "tok/s", "TFLOP/s", "of peak"],
-        _prefill_rows(p),
-    )
-    lines += _table(
-        "Decode (one step, one token per row)",
-        ["batch", "context", "ms/step", "p10-p90 ms", "tok/s", "GB/s", "of peak"],
-        _decode_rows(p),
-    )
-    if p.verdict:
-        lines += ["", "Verdict", f"  {p.verdict.summary}", f"  basis: {p.verdict.basis}"]
-    if p.advice:
-        lines += render_advice(p.advice)
-    if p.warnings:
-        lines += ["", "Warnings"] + [f"  - {w}" for w in p.warnings]
-    return "\n".join(lines)
-
-
-# -- devices --------------------------------------------------------------------
 
 
 def cmd_devices(args: argparse.Namespace) -> int:

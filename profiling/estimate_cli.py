@@ -25,7 +25,7 @@ DEFAULT_DTYPE = "bfloat16"
 
 def register(commands: Any) -> None:
     """Add the `estimate` command to `python -m profiling`'s subcommands."""
-    from profiling.cli import add_workload_flags
+    from profiling.cli_common import add_workload_flags
 
     p = commands.add_parser("estimate", help="advice and projections from a config (no weights)")
     p.add_argument("model", help="shipped config name, directory with config.json, or its path")
@@ -58,8 +58,8 @@ def read_model_config(model: str) -> tuple[dict[str, Any], str]:
 def estimate(args: argparse.Namespace) -> dict[str, Any]:
     """The estimate JSON for parsed flags; raises ConfigError on bad input."""
     from profiling.advice.build import estimate_report
-    from profiling.cli import gpu_kind_from_args, workload_from_args
-    from profiling.estimate import Shapes
+    from profiling.cli_common import gpu_kind_from_args, workload_from_args
+    from profiling.shapes import Shapes
 
     kind = gpu_kind_from_args(args)
     if kind is None:
@@ -105,7 +105,7 @@ def render(report: dict[str, Any]) -> str:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from profiling.cli import write_json_atomic
+    from profiling.cli_common import write_json_atomic
 
     try:
         report = estimate(args)

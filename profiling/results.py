@@ -14,7 +14,7 @@ from typing import Any
 
 from profiling import serde
 from profiling.config import ProfileConfig
-from profiling.estimate import Shapes
+from profiling.shapes import Shapes
 
 SCHEMA_VERSION = 1
 # A measurement whose p10..p90 spread exceeds this share of its median is

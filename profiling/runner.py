@@ -13,14 +13,8 @@ from typing import Any
 from profiling import hardware
 from profiling.config import ConfigError, ProfileConfig
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
-from profiling.experiments import (
-    Experiment,
-    ExperimentContext,
-    Progress,
-    get_experiment,
-    no_progress,
-    span,
-)
+from profiling.experiments import Experiment, ExperimentContext, get_experiment
+from profiling.progress import Progress, no_progress, span
 from profiling.results import FitCheck, MemoryResult, Profile
 from profiling.timing import Clock
 
@@ -137,7 +131,7 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
     A failure here must not cost the measurements: it becomes a warning.
     """
     from profiling.advice.build import advise_profile, profile_predictions
-    from profiling.estimate import Shapes
+    from profiling.shapes import Shapes
 
     try:
         shapes = Shapes.from_config(model_config)

@@ -8,7 +8,7 @@ from django.contrib import admin
 from django.utils.html import format_html
 
 from advisor.jobs.models import Comment, Job, Worker
-from advisor.reports.templatetags.units import size
+from profiling.units import size
 
 
 @admin.register(Job)

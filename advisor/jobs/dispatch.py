@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import transaction
 from django.utils import timezone
 from kombu.exceptions import KombuError, OperationalError
@@ -30,7 +29,8 @@ log = logging.getLogger(__name__)
 QUEUE_DEFAULT = "default"  # any worker
 QUEUE_CPU = "cpu"
 GPU_QUEUE_PREFIX = "gpu-"
-REAP_THROTTLE_KEY = "advisor:jobs:reaped-recently"
+# The task by name: this module is below the task module, which imports it.
+RUN_JOB = "advisor.jobs.tasks.run_job"
 # Task ids name their job, so the reaper can tell which jobs the broker still holds.
 TASK_ID_PREFIX = "advisor-job-"
 _TASK_ID = re.compile(rb'"(?:id|correlation_id)":\s*"' + TASK_ID_PREFIX.encode() + rb"(\d+)-")
@@ -91,14 +91,13 @@ def _publish_new(job: Job) -> None:
 
 def enqueue(job: Job) -> None:
     """Publish `run_job(job.pk)` on `job.queue` and stamp `dispatched_at`."""
-    from advisor.jobs.tasks import run_job
-
     try:
         _ensure_embedded_broker()
         # A fresh connection per publish: it follows the configured broker
         # URL and fails fast, instead of a pooled one that retries for long.
         with app.connection_for_write() as conn:
-            run_job.apply_async(
+            app.send_task(
+                RUN_JOB,
                 (job.pk,),
                 task_id=f"{TASK_ID_PREFIX}{job.pk}-{uuid.uuid4().hex[:12]}",
                 queue=job.queue,
@@ -155,25 +154,3 @@ def cancel(job: Job) -> bool:
     changed = Job.objects.cancel(job.pk)
     job.refresh_from_db()
     return changed
-
-
-def reap_if_due() -> bool:
-    """Run the reaper if no process did in the last ADVISOR_REAP_EVERY_S; cheap otherwise.
-
-    Workers call this from their announcer thread and pages on each view, so
-    recovery never waits behind queued jobs and needs no beat process. The
-    throttle is a key in the shared cache: one reap per period fleet-wide.
-    """
-    try:
-        if not cache.add(REAP_THROTTLE_KEY, True, timeout=settings.ADVISOR_REAP_EVERY_S):
-            return False
-    except Exception as exc:  # the cache's Redis is down: the next call tries again
-        log.warning("reaper skipped: the shared cache is unreachable: %s", exc)
-        return False
-    from advisor.jobs.tasks import reap
-
-    try:
-        reap()
-    except Exception:  # a page must render, and a worker live on, even if the reaper cannot
-        log.exception("on-demand reap failed")
-    return True

@@ -8,24 +8,20 @@ that submitted it may cancel.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.utils.text import slugify
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from advisor import limits
-from advisor.jobs import dispatch
+from advisor.jobs import dispatch, reaper
 from advisor.jobs.access import access_form, grant
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import owned_jobs, owns, remember
-from advisor.reports.forms import CommentForm
-from advisor.reports.views import rendered_report
 
 SHARE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 QUEUE_DOWN = (
@@ -47,7 +43,7 @@ def _missing(request: HttpRequest) -> HttpResponse:
 
 @require_http_methods(["GET", "POST"])
 def new_job(request: HttpRequest) -> HttpResponse:
-    dispatch.reap_if_due()
+    reaper.reap_if_due()
     form = JobForm(request.POST, request.FILES) if request.method == "POST" else JobForm()
     access, limited = access_form(request), None
     allowed = access is None or access.is_valid()
@@ -77,38 +73,14 @@ def new_job(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
-    dispatch.reap_if_due()
+    reaper.reap_if_due()
     return render(request, "jobs/list.html", {"jobs": owned_jobs(request)})
-
-
-@require_GET
-def job_detail(request: HttpRequest, token: str) -> HttpResponse:
-    dispatch.reap_if_due()
-    job = _job(token)
-    if job is None:
-        return _missing(request)
-    return render(request, "jobs/detail.html", detail_context(request, job))
-
-
-def detail_context(request: HttpRequest, job: Job) -> dict[str, Any]:
-    """The job page's context (the comment view re-renders the page with it, too)."""
-    share_url = request.build_absolute_uri(reverse("jobs:detail", args=[job.share_token]))
-    context = {
-        "job": job,
-        "owner": owns(request, job),
-        "share_url": share_url,
-        "comments": job.comments.all(),
-        "comment_form": CommentForm(),
-    }
-    if job.state == Job.State.SUCCEEDED:
-        context.update(rendered_report(job, request.GET))
-    return context
 
 
 @never_cache
 @require_GET
 def job_status(request: HttpRequest, token: str) -> HttpResponse:
-    dispatch.reap_if_due()  # a watched job whose worker died is noticed here
+    reaper.reap_if_due()  # a watched job whose worker died is noticed here
     job = _job(token)
     if job is None:
         return JsonResponse({"error": "no such job"}, status=404)

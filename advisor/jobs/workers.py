@@ -126,7 +126,7 @@ class Announcer(threading.Thread):
 
     def reap(self) -> None:
         """Run the reaper when it is due fleet-wide: here, not behind the job queue's backlog."""
-        from advisor.jobs.dispatch import reap_if_due
+        from advisor.jobs.reaper import reap_if_due
 
         with _quiet_db:
             try:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.reports.templatetags.units import UNKNOWN, count, ms, pct, significant, size, tok_s
 from profiling.advice.results import ESTIMATED, Advice, Change, DecidingNumber, Evidence
 from profiling.config import BOTTLENECK_LABELS
+from profiling.units import UNKNOWN, count, ms, pct, significant, size, tok_s
 
 TECHNIQUE_LABELS = {
     "quantization": "Quantization",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.quantization import median
-from advisor.reports.templatetags.units import number_text, pct
+from profiling.units import number_text, pct
 
 # Shown when the experiment ran without the user's prompts.
 SAMPLE_HINT = (

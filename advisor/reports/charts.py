@@ -12,8 +12,8 @@ from collections import defaultdict
 from typing import Any
 
 from advisor.reports.caching import bucket_label
-from advisor.reports.templatetags.units import pct, significant, tok_s
 from profiling.results import DecodePoint, PrefillPoint, Profile
+from profiling.units import pct, significant, tok_s
 
 Figure = dict[str, Any]
 

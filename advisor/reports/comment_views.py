@@ -15,8 +15,8 @@ from django.views.decorators.http import require_POST
 
 from advisor import limits
 from advisor.jobs.lookup import find_job
-from advisor.jobs.views import detail_context
 from advisor.reports.forms import CommentForm
+from advisor.reports.job_page import detail_context
 
 
 @require_POST

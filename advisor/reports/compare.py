@@ -14,8 +14,8 @@ from typing import Any
 
 from advisor.jobs.models import Job
 from advisor.reports.charts import PALETTE, Figure, _layout, _sweep_axis
-from advisor.reports.templatetags.units import UNKNOWN, gb, ms, size, tok_s
 from profiling.results import Profile
+from profiling.units import UNKNOWN, gb, ms, size, tok_s
 
 # Each experiment's result carries a one-line `finding`; parallel also writes disaggregation.
 EXPERIMENTS = {

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.quantization import median, ratio
-from advisor.reports.templatetags.units import number_text
 from profiling.parallel.results import BASIS_MEASURED
+from profiling.units import number_text
 
 MEASURED_LABELS = {
     "measured": "measured",

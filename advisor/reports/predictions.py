@@ -10,8 +10,8 @@ import statistics
 from typing import Any
 
 from advisor.reports.advice import figure
-from advisor.reports.templatetags.units import UNKNOWN
 from profiling.advice.results import CALIBRATED
+from profiling.units import UNKNOWN
 
 METRIC_LABELS = {
     "prefill_seconds": "Prefill time",

@@ -13,8 +13,8 @@ import math
 from typing import Any
 
 from advisor.reports.speculative import size, visible
-from advisor.reports.templatetags.units import UNKNOWN, ms, pct, significant, tok_s
 from profiling.quantization.results import DOES_NOT_FIT, FAILED, MEASURED, NOT_AVAILABLE
+from profiling.units import UNKNOWN, ms, pct, significant, tok_s
 
 STATUS_LABELS = {
     MEASURED: "measured",

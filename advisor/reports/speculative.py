@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.reports.templatetags.units import UNKNOWN, significant
+from profiling.units import UNKNOWN, significant
 
 # Whitespace drawn visibly in the trace, so " the" and "the" differ on screen.
 VISIBLE_WHITESPACE = str.maketrans({" ": "·", "\n": "↵", "\t": "→"})

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from advisor.reports.templatetags.units import gb, ms, pct
 from profiling.config import BOTTLENECK_LABELS
 from profiling.results import FitCheck, PhaseVerdict
+from profiling.units import gb, ms, pct
 
 # What each measured finding points at, in the words of the form's choices.
 DOMINANT_LABELS = {

@@ -36,8 +36,8 @@ from advisor.reports import (
     verdict,
     whatif_form,
 )
-from advisor.reports.templatetags.units import UNKNOWN, count, gb
 from profiling.results import Profile
+from profiling.units import UNKNOWN, count, gb
 
 log = logging.getLogger(__name__)
 REPORT_CACHE_S = 24 * 3600

@@ -14,23 +14,16 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from advisor.reports.templatetags.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
 from profiling import hardware, memory
 from profiling.advice.build import advise
 from profiling.advice.facts import Facts
 from profiling.advice.results import Advice
 from profiling.config import Workload
-from profiling.estimate import (
-    Calibration,
-    PhaseRate,
-    Projection,
-    Shapes,
-    assumed,
-    calibrate,
-    project,
-)
+from profiling.estimate import Calibration, PhaseRate, Projection, assumed, calibrate, project
 from profiling.hardware import GPU
 from profiling.results import FitCheck, Profile
+from profiling.shapes import Shapes
+from profiling.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
 
 WORKER = ""  # the GPU choice meaning "the device this profile ran on"
 DTYPES = ("float32", "bfloat16", "float16")

@@ -22,8 +22,8 @@ from profiling.advice.quality import acceptable
 from profiling.advice.results import DecidingNumber, QualityTolerance
 from profiling.caching.results import CachingResult
 from profiling.config import BOTTLENECK_LABELS
-from profiling.estimate import DTYPE_BYTES
 from profiling.quantization.results import QuantizationResult
+from profiling.shapes import DTYPE_BYTES
 
 MIN_HEADROOM_SHARE = 0.10
 PREFILL_DOMINATES = 0.50

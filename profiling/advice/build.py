@@ -37,7 +37,6 @@ from profiling.advice.text import gb
 from profiling.config import Workload
 from profiling.estimate import (
     Projection,
-    Shapes,
     assumed,
     calibrate,
     leave_one_out,
@@ -45,6 +44,7 @@ from profiling.estimate import (
     relative_error,
 )
 from profiling.hardware import GPU
+from profiling.shapes import Shapes
 
 RANKING = (
     "recommendations acting on the bottleneck first, then by expected gain: the factor by "

@@ -14,9 +14,10 @@ from typing import Any
 from profiling import hardware, memory, serde
 from profiling.advice.results import ESTIMATED, MEASURED
 from profiling.config import Workload
-from profiling.estimate import DTYPE_BYTES, Calibration, Projection, Shapes, calibrate
+from profiling.estimate import Calibration, Projection, calibrate
 from profiling.hardware import GPU
 from profiling.results import FitCheck
+from profiling.shapes import DTYPE_BYTES, Shapes
 from profiling.verdict import nearest_batch
 
 

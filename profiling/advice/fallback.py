@@ -20,8 +20,8 @@ from profiling.advice.results import (
     Recommendation,
 )
 from profiling.advice.text import gb, ms
-from profiling.estimate import DTYPE_BYTES
 from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.shapes import DTYPE_BYTES
 
 MAKES_IT_FIT = 10.0
 TP_SIZES = (1, 2, 4, 8)

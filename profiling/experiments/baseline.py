@@ -25,9 +25,9 @@ from typing import Any
 
 from profiling.config import Workload
 from profiling.errors import OutOfMemory, is_out_of_memory
-from profiling.experiments import Progress, no_progress
 from profiling.hardware import GPU
 from profiling.memory import PeakMemory, PeakReading
+from profiling.progress import Progress, no_progress
 from profiling.results import DecodePoint, ModelInfo, PrefillPoint, Samples
 from profiling.timing import Clock, measure, noisy_warnings
 

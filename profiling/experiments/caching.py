@@ -30,7 +30,7 @@ from profiling.caching import reuse
 from profiling.caching.report import cold_ttft, finding, interpolate_warm, warnings_for
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse, TurnPoint
 from profiling.config import Workload
-from profiling.experiments import ticker
+from profiling.progress import ticker
 from profiling.timing import Clock, clock_for
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 0.9)
@@ -116,7 +116,7 @@ class _Stream:
 
         base: list[int] = []
         if tokenizer is not None:
-            from profiling.experiments.speculative import load_prompts
+            from profiling.prompts import load_prompts
 
             text = "\n\n".join(load_prompts().prompts)
             base = [t % vocab_size for t in tokenizer(text, add_special_tokens=False)["input_ids"]]

@@ -60,7 +60,7 @@ PLAN_AGREEMENT = 0.02  # measured per-rank shards within 2 % of the TP plan
 
 def run_for_context(context: Any) -> dict[str, Any]:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
-    from profiling.experiments import span
+    from profiling.progress import span
 
     config, loaded, profile = context.config, context.loaded, context.profile
     progress = context.progress

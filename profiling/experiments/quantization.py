@@ -21,14 +21,12 @@ short reason; the job always goes on to the next variant.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from profiling.config import ProfileConfig
-from profiling.experiments.speculative import PromptSet, load_prompts
+from profiling.progress import Progress
+from profiling.prompts import PromptSet, load_prompts
 from profiling.quantization.results import (
     DOES_NOT_FIT,
     FAILED,
@@ -40,25 +38,11 @@ from profiling.quantization.results import (
 )
 from profiling.timing import Clock, clock_for
 
-EVAL_TEXT_PATH = Path(__file__).resolve().parent.parent / "data" / "eval_text_v1.json"
 PHASE = "quantization"
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 QUICK_PROMPTS, QUICK_NEW_TOKENS, FULL_NEW_TOKENS = 6, 16, 48
 QUICK_EVAL_TOKENS, FULL_EVAL_TOKENS = 256, 1024
 QUICK_MAX_BATCH, FULL_MAX_BATCH = 4, 16
-Progress = Callable[[str, float, str], None]
-
-
-@dataclass
-class EvalText:
-    version: int
-    text: str
-
-
-def load_eval_text(path: Path = EVAL_TEXT_PATH) -> EvalText:
-    """The shipped, versioned evaluation text scored for perplexity."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return EvalText(int(data["version"]), str(data["text"]))
 
 
 def default_precisions(run_dtype: str) -> list[str]:

@@ -25,13 +25,12 @@ process can import this module and `profiling.speculative.results` cheaply.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from profiling.experiments import ticker
+from profiling.progress import Progress, ticker
+from profiling.prompts import PromptSet, load_prompts
 from profiling.speculative.report import best_at, best_k, finding, warnings_for
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
@@ -51,17 +50,8 @@ QUICK_PROMPTS = 6
 QUICK_NEW_TOKENS = 32
 FULL_NEW_TOKENS = 128
 DEFAULT_DRAFTS = {"demo": "demo-draft"}  # target name -> its default draft model
-PROMPTS_PATH = Path(__file__).resolve().parent.parent / "data" / "prompts_v1.json"
 TRACE_PROMPT = -1  # the last prompt of the set: long, with phrases worth looking up
-# progress(phase, fraction 0..1, message), as in profiling.experiments.
-Progress = Callable[[str, float, str], None]
 PHASE = "speculative"
-
-
-@dataclass
-class PromptSet:
-    version: int
-    prompts: list[str]
 
 
 @dataclass
@@ -71,12 +61,6 @@ class Draft:
     model: Any
     tokenizer: Any | None
     name: str
-
-
-def load_prompts(path: Path = PROMPTS_PATH) -> PromptSet:
-    """The shipped, versioned prompt set (shared with other generation experiments)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return PromptSet(version=int(data["version"]), prompts=list(data["prompts"]))
 
 
 def default_draft_name(target_name: str) -> str | None:

@@ -23,7 +23,7 @@ class Job:
     def __init__(
         self, config: Any, loaded: Any, device: str, run_dtype: str, plan: Any, clock: Clock
     ) -> None:
-        from profiling.experiments.quantization import load_eval_text
+        from profiling.prompts import load_eval_text
         from profiling.speculative.sweep import encode_prompts
 
         self.config, self.loaded, self.device = config, loaded, device

@@ -278,7 +278,7 @@ def test_more_gpus_or_more_requests_change_the_projection(browser, demo_result):
 
 
 def test_the_submitted_column_is_the_librarys_own_projection(browser, demo_result):
-    from advisor.reports.templatetags.units import ms, tok_s
+    from profiling.units import ms, tok_s
 
     html = page(browser, demo_result, whatif(concurrency=64))
     table = section(html, "what-if").split('id="what-if-figures"')[1].split("</table>")[0]

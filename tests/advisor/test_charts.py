@@ -14,8 +14,7 @@ from typing import Any
 import pytest
 
 from advisor.reports import charts, quantization
-from advisor.reports.templatetags import units
-from profiling import serde
+from profiling import serde, units
 from profiling.caching.results import CachingResult
 from profiling.parallel.results import ParallelResult
 from profiling.quantization.results import DOES_NOT_FIT, QuantVariant

@@ -19,9 +19,9 @@ from django.utils.html import escape
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
 from advisor.reports.compare import figure_row
-from advisor.reports.templatetags.units import gb
 from profiling.advice.build import advise_profile
-from profiling.estimate import Shapes
+from profiling.shapes import Shapes
+from profiling.units import gb
 from tests.advisor.quantdata import quantization_result, with_quantization
 
 pytestmark = pytest.mark.django_db

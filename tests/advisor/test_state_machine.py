@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from advisor.jobs import dispatch
 from advisor.jobs.models import Job
-from advisor.jobs.tasks import reap, run_job
+from advisor.jobs.reaper import REAP_THROTTLE_KEY, reap, reap_if_due
+from advisor.jobs.tasks import run_job
 
 pytestmark = pytest.mark.django_db(transaction=True)
 State = Job.State
@@ -195,11 +196,11 @@ def test_the_reaper_publishes_queued_jobs_that_never_were(redis_url):
 
 
 def test_pages_reap_at_most_once_per_interval():
-    cache.delete(dispatch.REAP_THROTTLE_KEY)
+    cache.delete(REAP_THROTTLE_KEY)
     job = running_job(beat_age_s=10_000, attempts=99)
-    assert dispatch.reap_if_due()
+    assert reap_if_due()
     assert state_of(job) == State.FAILED
-    assert not dispatch.reap_if_due()
+    assert not reap_if_due()
 
 
 def test_the_reap_jobs_command_runs_one_pass():

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from advisor.jobs.models import Job, Worker
-from advisor.jobs.tasks import reap
+from advisor.jobs.reaper import reap
 from tests.advisor.test_tasks import pid_gone, running_with_progress, submit_demo
 from tests.conftest import wait_for_job
 

@@ -17,7 +17,7 @@ from http.cookiejar import CookieJar
 import pytest
 
 from advisor.jobs.models import Job, Worker
-from advisor.reports.templatetags.units import ms, tok_s
+from profiling.units import ms, tok_s
 from tests.advisor.formdata import CSRF_INPUT, demo_form
 
 pytestmark = pytest.mark.slow

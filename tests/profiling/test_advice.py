@@ -20,7 +20,6 @@ from profiling.advice.quality import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
 from profiling.advice.results import Advice, PredictionPoint
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.config import Hardware, ProfileConfig, Workload
-from profiling.estimate import Shapes
 from profiling.parallel.results import (
     DisaggregationResult,
     MeasuredTP,
@@ -36,6 +35,7 @@ from profiling.quantization.results import (
     QuantVariant,
 )
 from profiling.results import Profile, Samples
+from profiling.shapes import Shapes
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
     DraftMemory,

@@ -13,7 +13,6 @@ from profiling.estimate import (
     ESTIMATED,
     Calibration,
     PhaseRate,
-    Shapes,
     assumed,
     calibrate,
     fit_rates,
@@ -22,6 +21,7 @@ from profiling.estimate import (
     project,
     shipped_configs,
 )
+from profiling.shapes import Shapes
 from tests.profiling.tiny import tiny_llama_config
 
 

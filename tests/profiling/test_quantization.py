@@ -12,8 +12,8 @@ import torch
 
 from profiling.config import ProfileConfig, Workload
 from profiling.experiments import quantization
-from profiling.experiments.speculative import PromptSet
 from profiling.loading import load
+from profiling.prompts import PromptSet, load_prompts
 from profiling.quantization import quality
 from profiling.quantization.keep import keep_plan
 from profiling.quantization.methods import METHODS
@@ -39,7 +39,7 @@ def tiny_tokenizer(path: Path) -> None:
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    words = sorted({w for p in quantization.load_prompts().prompts for w in p.split()})[:120]
+    words = sorted({w for p in load_prompts().prompts for w in p.split()})[:120]
     vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, **{w: i + 3 for i, w in enumerate(words)}}
     model = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     model.pre_tokenizer = pre_tokenizers.WhitespaceSplit()

@@ -18,6 +18,7 @@ from transformers import (
 )
 
 from profiling.experiments import speculative
+from profiling.prompts import PromptSet, load_prompts
 from profiling.speculative.drafting import (
     ModelDrafter,
     PromptLookupDrafter,
@@ -105,7 +106,7 @@ def demo() -> dict[str, Any]:
         loaded[name] = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True).eval()
         loaded[name + ":tok"] = AutoTokenizer.from_pretrained(path)
     tok = loaded["demo:tok"]
-    texts = speculative.load_prompts().prompts
+    texts = load_prompts().prompts
     loaded["prompts"] = [tok(t)["input_ids"] for t in (texts[0], texts[5], texts[-1])]
     return loaded
 
@@ -336,7 +337,7 @@ def small_run(tiny: dict[str, Any], **changes: Any) -> SpeculativeResult:
         ks=[1, 3],
         batch_sizes=[1, 2],
         max_new_tokens=8,
-        prompts=speculative.PromptSet(1, ["w1 w2 w3 w4 w1 w2", "w5 w6 w7", "w8 w9 w8 w9 w8"]),
+        prompts=PromptSet(1, ["w1 w2 w3 w4 w1 w2", "w5 w6 w7", "w8 w9 w8 w9 w8"]),
         prompt_lookup=True,
         device="cpu",
         clock=FakeClock(),
@@ -413,7 +414,7 @@ def test_config_only_measures_the_verify_cost_curve_and_says_acceptance_is_meani
 
 
 def test_the_shipped_prompt_set_is_versioned_and_varied() -> None:
-    prompts = speculative.load_prompts()
+    prompts = load_prompts()
     lengths = sorted(len(p) for p in prompts.prompts)
     assert prompts.version == 1 and len(prompts.prompts) >= 12 and lengths[-1] > 5 * lengths[0]
 

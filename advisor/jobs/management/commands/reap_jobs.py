@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from advisor.jobs.tasks import reap
+from advisor.jobs.reaper import reap
 
 
 class Command(BaseCommand):

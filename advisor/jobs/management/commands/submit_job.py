@@ -19,7 +19,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
-from advisor.jobs import dispatch, submission
+from advisor.jobs import dispatch, reaper, submission
 from advisor.jobs.models import Job
 from profiling import hardware
 from profiling.config import EXPERIMENT_NAMES
@@ -164,7 +164,7 @@ class Command(BaseCommand):
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         shown = ""
         while True:
-            dispatch.reap_if_due()  # a lost worker is noticed without a beat process
+            reaper.reap_if_due()  # a lost worker is noticed without a beat process
             job.refresh_from_db()
             line = bar(job)
             if line != shown:

@@ -1,0 +1,69 @@
+"""What both commands of the CLI share (`profile` in `profiling.cli`, `estimate` in
+`profiling.estimate_cli`): the workload flags and writing the result JSON."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from profiling import hardware
+from profiling.config import BOTTLENECKS, DTYPES, ConfigError, Workload
+
+
+def add_workload_flags(p: argparse.ArgumentParser) -> None:
+    """The user's workload, deployment GPU and dtype: shared by `profile` and `estimate`."""
+    w = Workload()
+    p.add_argument("--dtype", choices=DTYPES, default="auto")
+    p.add_argument("--prompt-tokens", type=int, default=w.prompt_tokens)
+    p.add_argument("--output-tokens", type=int, default=w.output_tokens)
+    p.add_argument("--concurrency", type=int, default=w.concurrency)
+    p.add_argument("--shared-prefix-tokens", type=int, default=w.shared_prefix_tokens)
+    p.add_argument("--ttft-ms", type=float, help="time-to-first-token target")
+    p.add_argument("--tpot-ms", type=float, help="time-per-output-token target")
+    p.add_argument("--gpu", metavar="KIND", help="deployment GPU for the fit check, e.g. h100")
+    p.add_argument("--gpus", type=int, default=1, help="how many of them")
+    p.add_argument("--stated-bottleneck", choices=BOTTLENECKS, default="unsure")
+
+
+def workload_from_args(args: argparse.Namespace) -> Workload:
+    """The validated Workload of the shared flags."""
+    workload = Workload(
+        prompt_tokens=args.prompt_tokens,
+        output_tokens=args.output_tokens,
+        concurrency=args.concurrency,
+        shared_prefix_tokens=args.shared_prefix_tokens,
+        ttft_ms=args.ttft_ms,
+        tpot_ms=args.tpot_ms,
+    )
+    workload.validate()
+    return workload
+
+
+def gpu_kind_from_args(args: argparse.Namespace) -> str | None:
+    """The catalog key of `--gpu`, or None; a ConfigError for an unknown kind."""
+    if not args.gpu:
+        return None
+    try:
+        return hardware.lookup(args.gpu).key
+    except hardware.UnknownGPU as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write JSON to a temp file beside `path`, then rename it into place."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,119 @@
+"""A model's shapes, read from its transformers config: parameters, weight and KV-cache
+bytes, and the FLOPs and bytes of a prefill or a decode step.
+
+No torch import, and nothing above it in the library: the estimate, the stored
+result and the advice all read shapes from here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "float8": 1, "int4": 0.5}
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """What the estimate needs of a model, read from its transformers config."""
+
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool = False
+    num_experts: int = 0  # 0: a dense MLP
+    experts_per_token: int = 0
+    moe_intermediate_size: int = 0
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> Shapes:
+        text = config.get("text_config") or config
+        heads = int(text["num_attention_heads"])
+        hidden = int(text["hidden_size"])
+        experts = int(text.get("num_local_experts") or text.get("num_experts") or 0)
+        return cls(
+            num_layers=int(text["num_hidden_layers"]),
+            hidden_size=hidden,
+            num_attention_heads=heads,
+            num_key_value_heads=int(text.get("num_key_value_heads") or heads),
+            head_dim=int(text.get("head_dim") or hidden // heads),
+            intermediate_size=int(text.get("intermediate_size") or 4 * hidden),
+            vocab_size=int(text["vocab_size"]),
+            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
+            num_experts=experts,
+            experts_per_token=int(text.get("num_experts_per_tok") or (1 if experts else 0)),
+            moe_intermediate_size=int(
+                text.get("moe_intermediate_size") or text.get("intermediate_size") or 0
+            ),
+        )
+
+    @property
+    def attention_params(self) -> int:
+        q_and_o = 2 * self.hidden_size * self.num_attention_heads * self.head_dim
+        k_and_v = 2 * self.hidden_size * self.num_key_value_heads * self.head_dim
+        return q_and_o + k_and_v
+
+    def _mlp_params(self, experts: int) -> int:
+        if not self.num_experts:
+            return 3 * self.hidden_size * self.intermediate_size  # gate, up, down
+        router = self.hidden_size * self.num_experts
+        return experts * 3 * self.hidden_size * self.moe_intermediate_size + router
+
+    @property
+    def embedding_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def head_params(self) -> int:
+        return self.vocab_size * self.hidden_size
+
+    @property
+    def body_params(self) -> int:
+        """Every decoder weight (norms included), all experts: what memory holds."""
+        norms = 2 * self.hidden_size
+        layer = self.attention_params + self._mlp_params(self.num_experts or 1) + norms
+        return self.num_layers * layer + self.hidden_size
+
+    @property
+    def active_body_params(self) -> int:
+        """Decoder weights one token passes through (the routed experts only)."""
+        if not self.num_experts:
+            return self.body_params
+        layer = self.attention_params + self._mlp_params(self.experts_per_token)
+        return self.num_layers * (layer + 2 * self.hidden_size) + self.hidden_size
+
+    @property
+    def total_params(self) -> int:
+        head = 0 if self.tie_word_embeddings else self.head_params
+        return self.body_params + self.embedding_params + head
+
+    def weights_bytes(self, dtype: str) -> int:
+        return math.ceil(self.total_params * DTYPE_BYTES[dtype])
+
+    def kv_bytes_per_token(self, dtype: str) -> int:
+        per_layer = 2 * self.num_key_value_heads * self.head_dim
+        return math.ceil(self.num_layers * per_layer * DTYPE_BYTES[dtype])
+
+    def prefill_flops(self, tokens: int, batch: int) -> float:
+        """As the baseline counts them: body once per token, LM head for the last token."""
+        heads = self.num_attention_heads * self.head_dim
+        attention = 2 * self.num_layers * heads * tokens**2
+        return float(
+            batch * (2 * self.active_body_params * tokens + 2 * self.head_params + attention)
+        )
+
+    def decode_flops(self, batch: int, context: int) -> float:
+        heads = self.num_attention_heads * self.head_dim
+        attention = 4 * self.num_layers * heads * context
+        return float(batch * (2 * (self.active_body_params + self.head_params) + attention))
+
+    def decode_bytes(self, dtype: str, batch: int, context: int) -> float:
+        """Weights read once per step (all of them: a batch touches every expert
+        soon enough), plus every row's KV cache."""
+        kv = self.kv_bytes_per_token(dtype) * batch * context
+        return float(self.weights_bytes(dtype) + kv)

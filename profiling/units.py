@@ -1,0 +1,106 @@
+"""Number formatting with units, one way everywhere: ms, GB (1e9 B), tok/s.
+
+Every formatter prints "—" for a value that is unknown (None, NaN, not a
+number), so a missing measurement never shows as 0 and never raises. The
+site's templates use these as filters (`advisor.reports.templatetags.units`);
+its Python code and the library's text use them directly. No torch, no Django.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+UNKNOWN = "—"
+
+
+def _number(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def significant(number: float) -> str:
+    """About three significant figures, thousands separated: 1,234 · 12.3 · 0.0123."""
+    size = abs(number)
+    if size >= 100 or size == 0:
+        return f"{number:,.0f}"
+    if size >= 10:
+        return f"{number:.1f}"
+    if size >= 1:
+        return f"{number:.2f}"
+    # Fixed point, never 9.8e-05: three significant figures after the zeros.
+    decimals = 2 - math.floor(math.log10(size))
+    return f"{number:.{decimals}f}"
+
+
+def _with_unit(value: Any, scale: float, unit: str) -> str:
+    number = _number(value)
+    return UNKNOWN if number is None else f"{significant(number * scale)} {unit}"
+
+
+def ms(value: Any, unit: str = "s") -> str:
+    """Seconds (default) or, with `ms:"ms"`, milliseconds → "12.3 ms"."""
+    return _with_unit(value, 1.0 if unit == "ms" else 1e3, "ms")
+
+
+def gb(value: Any) -> str:
+    """Bytes → "1.23 GB" (SI, like GPU datasheets)."""
+    return _with_unit(value, 1e-9, "GB")
+
+
+def mb(value: Any) -> str:
+    """Bytes → "1.23 MB" (SI): a request's KV cache, a cached prefix, an upload."""
+    return _with_unit(value, 1e-6, "MB")
+
+
+def size(value: Any) -> str:
+    """Bytes in the largest SI unit that keeps a number of at least 1: "66 B", "1.50 MB"."""
+    number = _number(value)
+    if number is None:
+        return UNKNOWN
+    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+        if abs(number) >= scale:
+            return f"{significant(number / scale)} {unit}"
+    return f"{number:,.0f} B"
+
+
+def gb_s(value: Any) -> str:
+    """Bytes per second → "123 GB/s"."""
+    return _with_unit(value, 1e-9, "GB/s")
+
+
+def tflop_s(value: Any) -> str:
+    """FLOP per second → "12.3 TFLOP/s"."""
+    return _with_unit(value, 1e-12, "TFLOP/s")
+
+
+def tok_s(value: Any) -> str:
+    """Tokens per second → "1,234 tok/s"."""
+    return _with_unit(value, 1.0, "tok/s")
+
+
+def pct(value: Any) -> str:
+    """A fraction (0.123) → "12.3 %"."""
+    return _with_unit(value, 100.0, "%")
+
+
+def count(value: Any) -> str:
+    """A whole number with thousands separators → "1,234,567"."""
+    number = _number(value)
+    return UNKNOWN if number is None else f"{round(number):,}"
+
+
+def number_text(value: Any) -> str:
+    """A bare number at about three significant figures (a logit difference), or "—"."""
+    number = _number(value)
+    return UNKNOWN if number is None else significant(number)
+
+
+def or_dash(value: Any) -> Any:
+    """The value, or "—" when it is empty or unknown."""
+    return UNKNOWN if value in (None, "") else value
