@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from advisor.jobs.models import Job
-from advisor.reports.charts import PALETTE, Figure, _layout, _sweep_axis
+from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
 from profiling.results import Profile
 from profiling.units import UNKNOWN, gb, ms, size, tok_s
 
@@ -298,6 +298,6 @@ def decode_chart(a: Side, b: Side) -> Figure | None:
             })  # fmt: skip
     if not data:
         return None
-    layout = _layout("Decode throughput vs batch size, A and B", "batch size", "tok/s")
-    layout["xaxis"].update(_sweep_axis(batches))
+    layout = base_layout("Decode throughput vs batch size, A and B", "batch size", "tok/s")
+    layout["xaxis"].update(sweep_axis(batches))
     return {"data": data, "layout": layout}

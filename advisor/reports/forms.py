@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from advisor.jobs.forms import refuse_unstorable_text
+from advisor.jobs.checks import refuse_unstorable_text
 from advisor.jobs.lookup import find_job, token_from_text
 from advisor.jobs.models import Comment, Job
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from advisor.reports import charts, quantization
+from advisor.reports import charts, experiment_charts, quantization
 from profiling import serde, units
 from profiling.caching.results import CachingResult
 from profiling.parallel.results import ParallelResult
@@ -185,7 +185,7 @@ def test_the_speculative_chart_has_acceptance_and_speedup_per_draft_and_batch(sp
 
 def test_the_quantization_chart_puts_each_measured_variant_at_its_memory_and_tok_s():
     result = quantization_result()
-    figure = charts.quantization_chart(result.to_dict())
+    figure = experiment_charts.quantization_chart(result.to_dict())
     assert json.loads(json.dumps(figure)) == figure
     batch_1, batch_8 = figure["data"]
     measured = [v for v in result.variants if v.status == "measured"]  # not int4
@@ -205,7 +205,7 @@ def test_a_big_model_is_charted_in_gb_and_a_variant_that_did_not_fit_is_left_out
         if variant.weights_bytes is not None:
             variant.weights_bytes *= 1000
     result.variants.append(QuantVariant("fp16", "fp16", DOES_NOT_FIT, reason="out of memory"))
-    figure = charts.quantization_chart(result.to_dict())
+    figure = experiment_charts.quantization_chart(result.to_dict())
     assert figure["layout"]["xaxis"]["title"]["text"] == "weights (GB)"
     assert figure["data"][0]["x"] == [8.0, 2.0]
 
@@ -214,7 +214,9 @@ def test_all_charts_has_the_quantization_figure_when_the_result_has_it(demo_resu
     profile = Profile.from_dict(with_quantization(demo_result, quantization_result()))
     figures = charts.all_charts(profile)
     assert set(figures) == {"memory", "prefill", "decode", "predictions", "quantization"}
-    assert figures["quantization"] == charts.quantization_chart(profile.experiments["quantization"])
+    assert figures["quantization"] == experiment_charts.quantization_chart(
+        profile.experiments["quantization"]
+    )
 
 
 @pytest.mark.parametrize(
@@ -278,7 +280,7 @@ def test_unknown_values_print_a_dash(name, value):
 
 def test_the_caching_chart_has_cold_and_warm_ttft_over_prefix_share_with_bands():
     result = caching_result()
-    figure = charts.caching_chart(result.to_dict())
+    figure = experiment_charts.caching_chart(result.to_dict())
     assert json.loads(json.dumps(figure)) == figure
     cold, warm, shared, sample = figure["data"]
     shares = [100 * p.prefix_share for p in result.prefix_sweep]
@@ -302,7 +304,7 @@ def test_the_caching_chart_has_cold_and_warm_ttft_over_prefix_share_with_bands()
 def test_the_caching_chart_sorts_by_share_and_skips_missing_extras():
     result = caching_result(shared_prefix=None, prompt_sample=None)
     result.prefix_sweep.reverse()
-    figure = charts.caching_chart(result.to_dict())
+    figure = experiment_charts.caching_chart(result.to_dict())
     assert [trace["name"] for trace in figure["data"]] == [
         "cold (whole prompt)", "warm (prefix cached)",
     ]  # fmt: skip
@@ -311,24 +313,29 @@ def test_the_caching_chart_sorts_by_share_and_skips_missing_extras():
 
 def test_the_prefix_histogram_has_a_bar_per_bucket_in_tokens_or_bytes():
     sample = serde.to_dict(sample_reuse())
-    figure = charts.prefix_histogram_chart(sample)
+    figure = experiment_charts.prefix_histogram_chart(sample)
     (bars,) = figure["data"]
     assert bars["x"] == ["0", "1–15", "16–63", "4,096+"] and bars["y"] == [1, 0, 11, 0]
     assert figure["layout"]["xaxis"]["title"]["text"] == "reused prefix (tokens)"
     sample["tokenization"] = "bytes"
-    assert "(bytes)" in charts.prefix_histogram_chart(sample)["layout"]["xaxis"]["title"]["text"]
+    assert (
+        "(bytes)"
+        in experiment_charts.prefix_histogram_chart(sample)["layout"]["xaxis"]["title"]["text"]
+    )
 
 
 def test_the_interference_chart_compares_decode_alone_and_mixed_with_the_target():
     split = disaggregation_result()
-    figure = charts.interference_chart(split.to_dict())
+    figure = experiment_charts.interference_chart(split.to_dict())
     (bars,) = figure["data"]
     assert bars["x"] == ["decode alone", "with a prefill joining"]
     assert bars["y"] == pytest.approx([20.0, 80.0])
     (target,) = figure["layout"]["shapes"]
     assert target["y0"] == target["y1"] == pytest.approx(50.0)
     assert target["label"]["text"] == "TPOT target 50.0 ms"
-    no_target = charts.interference_chart(disaggregation_result(tpot_target_seconds=None).to_dict())
+    no_target = experiment_charts.interference_chart(
+        disaggregation_result(tpot_target_seconds=None).to_dict()
+    )
     assert "shapes" not in no_target["layout"]
 
 
@@ -339,7 +346,7 @@ def test_all_charts_has_the_caching_and_interference_figures_when_run(demo_resul
     profile = Profile.from_dict(result)
     figures = charts.all_charts(profile)
     assert {"caching", "caching_sample", "interference"} <= set(figures)
-    assert figures["interference"] == charts.interference_chart(result["disaggregation"])
+    assert figures["interference"] == experiment_charts.interference_chart(result["disaggregation"])
     assert json.loads(json.dumps(figures)) == figures
 
 
