@@ -16,6 +16,7 @@ from advisor.jobs.models import Job, Worker
 from profiling.config import ConfigError, ProfileConfig
 from profiling.results import Profile
 from tests.conftest import wait_for_job
+from tests.polling import until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 State = Job.State
@@ -42,12 +43,13 @@ def running_with_progress(job: Job) -> bool:
 
 
 def pid_gone(pid: int, timeout_s: float = 5) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+    def gone() -> bool:
+        try:
+            return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+        except psutil.NoSuchProcess:
             return True
-        time.sleep(0.1)
-    return False
+
+    return until(gone, timeout_s)
 
 
 @pytest.mark.slow

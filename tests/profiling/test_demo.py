@@ -16,6 +16,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
 from profiling import demo, demo_corpus
 from profiling.demo import DEMO_MODELS, DEMO_VERSION, ensure_demo, greedy_agreement
+from tests.polling import until
 
 
 @dataclass
@@ -176,8 +177,8 @@ def test_a_second_caller_waits_for_the_builder_and_reuses_its_result(
             )
         )
         waiter.start()
-        time.sleep(0.5)
-        assert waiter.is_alive() and any("waiting" in msg for msg in events)
+        assert until(lambda: any("waiting" in msg for msg in events), timeout_s=10), events
+        assert waiter.is_alive()
         for name in DEMO_MODELS:  # "finish the build", then let go of the lock
             shutil.copytree(family.paths[name], root / name)
         fcntl.flock(lock, fcntl.LOCK_UN)
