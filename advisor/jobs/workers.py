@@ -96,12 +96,16 @@ class Announcer(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
-        self.beat()  # the row appears at once; devices follow when probed
-        self.devices = probe_devices()
+        # The row appears and the reaper runs at once; devices follow when probed
+        # (importing torch in the probe can take a minute on a busy machine).
+        threading.Thread(target=self.probe, name="advisor-device-probe", daemon=True).start()
         while not self.stopped.is_set():
             self.beat()
             self.reap()
             self.stopped.wait(self.interval_s)
+
+    def probe(self) -> None:
+        self.devices = probe_devices()
 
     def beat(self) -> None:
         from advisor.jobs.models import Worker
