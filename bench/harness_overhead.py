@@ -26,7 +26,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from profiling.config import ProfileConfig  # noqa: E402
-from profiling.experiments import baseline  # noqa: E402
+from profiling.experiments import baseline, baseline_plan  # noqa: E402
 from profiling.loading import Loaded, load, pick_device, pick_dtype  # noqa: E402
 from profiling.memory import kv_bytes_per_token_measured, weights_bytes  # noqa: E402
 from profiling.timing import clock_for  # noqa: E402
@@ -59,7 +59,7 @@ def profiler_tokens_per_second(
         weights_bytes(model)[0],
         kv_bytes_per_token_measured(model, device),
     )
-    plan = baseline.Plan(
+    plan = baseline_plan.Plan(
         prefill_tokens=[],
         prefill_batches=[],
         decode_batches=[1],

@@ -65,7 +65,7 @@ def _run(
     import torch
 
     from profiling import environment, loading, memory, timing
-    from profiling.experiments import baseline
+    from profiling.experiments import baseline, baseline_plan
     from profiling.verdict import verdict
 
     started = environment.utc_now()
@@ -93,7 +93,9 @@ def _run(
         local_gpu,
         config.seed,
     )
-    plan = baseline.make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)
+    plan = baseline_plan.make_plan(
+        config.workload, config.quick, loaded.info.max_position_embeddings
+    )
     end = BASELINE_END if experiments else EXPERIMENTS_END
     base = baseline.run_baseline(subject, plan, clock, span(progress, MEASURE_END, end))
 

@@ -20,7 +20,6 @@ from profiling import hardware
 from profiling.advice.bottleneck import classify, label, prompt_reuse
 from profiling.advice.facts import Facts
 from profiling.advice.quality import DEFAULT_TOLERANCE
-from profiling.advice.recommend import RULES, rank
 from profiling.advice.results import (
     CALIBRATED,
     ESTIMATED,
@@ -33,6 +32,7 @@ from profiling.advice.results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.advice.rules import RULES, rank
 from profiling.advice.text import gb
 from profiling.config import Workload
 from profiling.estimate import (

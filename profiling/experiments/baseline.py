@@ -23,8 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling.config import Workload
 from profiling.errors import OutOfMemory, is_out_of_memory
+from profiling.experiments.baseline_plan import Plan
 from profiling.hardware import GPU
 from profiling.memory import PeakMemory, PeakReading
 from profiling.progress import Progress, no_progress
@@ -33,10 +33,6 @@ from profiling.timing import Clock, measure, noisy_warnings
 
 OnSample = Callable[[int, int], None]
 
-QUICK_PREFILL_TOKENS = (32, 128, 256)
-QUICK_DECODE_BATCHES = (1, 4)
-QUICK_DECODE_CONTEXTS = (64, 256)
-FULL_PREFILL_BATCH = 4
 # Fixed prompt text for models with a tokenizer; repeated to any length.
 PROMPT_TEXT = (
     "Serving a language model has two phases. The prompt is read in one pass, which keeps "
@@ -45,24 +41,6 @@ PROMPT_TEXT = (
     "depends on the prompt length, the number of generated tokens and how many requests share "
     "the device at once. "
 )
-
-
-@dataclass
-class Plan:
-    """The points a baseline run measures, and how often."""
-
-    prefill_tokens: list[int]
-    prefill_batches: list[int]
-    decode_batches: list[int]
-    decode_contexts: list[int]
-    warmup: int
-    repeats: int
-    min_seconds: float | None = None
-
-    @property
-    def num_points(self) -> int:
-        prefill = len(self.prefill_tokens) * len(self.prefill_batches)
-        return prefill + len(self.decode_batches) * len(self.decode_contexts)
 
 
 @dataclass
@@ -88,50 +66,6 @@ class BaselineResult:
     peak_prompt_tokens: int = 0
     peak_batch_size: int = 0
     warnings: list[str] = field(default_factory=list)
-
-
-# -- planning -------------------------------------------------------------------
-
-
-def _powers_of_two(low: int, high: int) -> list[int]:
-    out, n = [], low
-    while n <= high:
-        out.append(n)
-        n *= 2
-    return out
-
-
-def _capped(values: list[int] | tuple[int, ...], cap: int) -> list[int]:
-    kept = sorted({v for v in values if 1 <= v <= cap})
-    return kept or [max(1, cap)]
-
-
-def make_plan(workload: Workload, quick: bool, max_positions: int | None) -> Plan:
-    """The sweep for a workload: quick for a first look, full for a report."""
-    positions = max_positions or 1 << 20
-    prompt_cap = min(workload.prompt_tokens, positions)
-    context_cap = min(workload.context_tokens, positions - 1)
-    concurrency = workload.concurrency
-    if quick:
-        return Plan(
-            prefill_tokens=_capped(QUICK_PREFILL_TOKENS, prompt_cap),
-            prefill_batches=[1],
-            decode_batches=_capped([min(b, concurrency) for b in QUICK_DECODE_BATCHES], 4096),
-            decode_contexts=_capped(QUICK_DECODE_CONTEXTS, context_cap),
-            warmup=1,
-            repeats=5,
-        )
-    mid_context = workload.prompt_tokens + workload.output_tokens // 2
-    contexts = [c for c in (64, 256, 1024, 4096, 16384, 65536) if c < context_cap]
-    return Plan(
-        prefill_tokens=_capped([*_powers_of_two(16, prompt_cap), prompt_cap], prompt_cap),
-        prefill_batches=sorted({1, min(FULL_PREFILL_BATCH, concurrency)}),
-        decode_batches=_capped([*_powers_of_two(1, concurrency), concurrency], concurrency),
-        decode_contexts=_capped([*contexts, mid_context, context_cap], context_cap),
-        warmup=3,
-        repeats=10,
-        min_seconds=0.25,
-    )
 
 
 # -- inputs and formulas --------------------------------------------------------

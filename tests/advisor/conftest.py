@@ -1,11 +1,17 @@
-"""Fixtures shared by the site's tests: a browser-like client and a live CPU worker row."""
+"""Fixtures shared by the site's tests: a browser-like client, a live CPU worker row, a
+broker that is down, and real demo results (profiled once per session, then cached)."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import pytest
 from django.test import Client
 
+from advisor.celery import app
 from advisor.jobs.models import Worker
+from tests.advisor.test_charts import real_demo_profile, real_spec_profile
 
 
 @pytest.fixture
@@ -21,3 +27,23 @@ def cpu_worker() -> Worker:
         name="local@host", host="host", queues=",cpu,default,",
         devices=[{"device": "cpu", "name": "CPU"}],
     )  # fmt: skip
+
+
+@pytest.fixture
+def dead_broker(settings):
+    """A broker address nothing listens on (and that must not be started)."""
+    saved = app.conf.broker_url
+    settings.ADVISOR_EMBEDDED_REDIS = None
+    app.conf.broker_url = "redis+socket:///nonexistent/advisor/redis.sock"
+    yield
+    app.conf.broker_url = saved
+
+
+@pytest.fixture
+def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
+    return real_demo_profile(request.config)
+
+
+@pytest.fixture
+def spec_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
+    return real_spec_profile(request.config)

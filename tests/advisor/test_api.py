@@ -14,8 +14,8 @@ from advisor.jobs import submission
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job, Worker
 from tests.advisor.formdata import demo_form
+from tests.advisor.pages import make_job
 from tests.advisor.test_dispatch import queue_length
-from tests.advisor.test_views import make_job
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from advisor.jobs.models import Comment, Job
-from tests.advisor.test_views import csrf_token, make_job
+from tests.advisor.pages import csrf_token, make_job
 
 pytestmark = pytest.mark.django_db
 

@@ -282,7 +282,7 @@ def test_a_draft_that_is_not_a_hub_id_is_an_error_on_its_field(cpu_worker):
 
 
 def test_the_form_page_has_a_speculative_fieldset(cpu_worker):
-    html = JobForm().as_div()  # the fields exist; the page layout is tested in test_views
+    html = JobForm().as_div()  # the fields exist; the page layout is tested in test_new_job_view
     for name in ("run_speculative", "draft_model", "spec_ks", "prompt_lookup"):
         assert f'name="{name}"' in html
     form = JobForm()

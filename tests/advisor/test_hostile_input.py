@@ -15,7 +15,7 @@ from django.test import Client
 
 from advisor.jobs.models import Comment, Job, PromptSample
 from tests.advisor.formdata import demo_form
-from tests.advisor.test_views import csrf_token, make_job
+from tests.advisor.pages import csrf_token, make_job
 
 pytestmark = pytest.mark.django_db
 JOBS = "/api/v1/jobs"

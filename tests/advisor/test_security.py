@@ -10,8 +10,8 @@ from django.urls import reverse
 
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
+from tests.advisor.pages import csrf_token, form_data, make_job, own
 from tests.advisor.test_charts import real_demo_profile
-from tests.advisor.test_views import csrf_token, form_data, make_job, own
 
 pytestmark = pytest.mark.django_db
 

@@ -11,7 +11,7 @@ from transformers import LlamaForCausalLM
 
 from profiling import hardware
 from profiling.config import Workload
-from profiling.experiments import baseline
+from profiling.experiments import baseline, baseline_plan
 from profiling.loading import Source, model_info
 from profiling.memory import weights_bytes
 from tests.profiling.tiny import tiny_llama_config
@@ -48,8 +48,8 @@ def subject() -> baseline.Subject:
     )
 
 
-def small_plan(**changes: Any) -> baseline.Plan:
-    plan = baseline.Plan(
+def small_plan(**changes: Any) -> baseline_plan.Plan:
+    plan = baseline_plan.Plan(
         prefill_tokens=[16, 32],
         prefill_batches=[1, 2],
         decode_batches=[1, 3],
@@ -63,7 +63,7 @@ def small_plan(**changes: Any) -> baseline.Plan:
 
 
 def test_quick_plan_is_small_and_capped_by_the_workload() -> None:
-    plan = baseline.make_plan(
+    plan = baseline_plan.make_plan(
         Workload(prompt_tokens=100, output_tokens=20, concurrency=2), quick=True, max_positions=4096
     )
     assert plan.prefill_tokens == [32]
@@ -74,14 +74,14 @@ def test_quick_plan_is_small_and_capped_by_the_workload() -> None:
 
 
 def test_quick_plan_is_capped_by_the_model_positions() -> None:
-    plan = baseline.make_plan(
+    plan = baseline_plan.make_plan(
         Workload(prompt_tokens=4096, output_tokens=512), quick=True, max_positions=200
     )
     assert max(plan.prefill_tokens) <= 200 and max(plan.decode_contexts) < 200
 
 
 def test_full_plan_sweeps_powers_of_two_up_to_the_workload() -> None:
-    plan = baseline.make_plan(
+    plan = baseline_plan.make_plan(
         Workload(prompt_tokens=512, output_tokens=128, concurrency=8),
         quick=False,
         max_positions=None,
@@ -94,7 +94,7 @@ def test_full_plan_sweeps_powers_of_two_up_to_the_workload() -> None:
 
 
 def test_full_plan_includes_an_odd_concurrency() -> None:
-    plan = baseline.make_plan(Workload(concurrency=6), quick=False, max_positions=None)
+    plan = baseline_plan.make_plan(Workload(concurrency=6), quick=False, max_positions=None)
     assert plan.decode_batches == [1, 2, 4, 6]
 
 

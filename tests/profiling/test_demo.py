@@ -15,7 +15,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
 from profiling import demo, demo_corpus
-from profiling.demo import DEMO_MODELS, DEMO_VERSION, ensure_demo, greedy_agreement
+from profiling.demo import DEMO_MODELS, DEMO_VERSION, ensure_demo
+from profiling.demo_training import greedy_agreement, held_out_ids, perplexity
 from tests.polling import until
 
 
@@ -116,16 +117,14 @@ def test_draft_is_much_smaller_shallower_and_narrower(family: Family) -> None:
 
 
 def test_draft_agrees_with_target_on_held_out_text(family: Family) -> None:
-    ids = demo.held_out_ids(family.tokenizers["demo"])
+    ids = held_out_ids(family.tokenizers["demo"])
     agreement = greedy_agreement(family.models["demo"], family.models["demo-draft"], ids)
     assert agreement >= 0.5
 
 
 def test_target_perplexity_on_held_out_text_is_far_below_the_vocab_size(family: Family) -> None:
-    ids = demo.held_out_ids(family.tokenizers["demo"])
-    assert (
-        demo.perplexity(family.models["demo"], ids) < family.models["demo"].config.vocab_size / 50
-    )
+    ids = held_out_ids(family.tokenizers["demo"])
+    assert perplexity(family.models["demo"], ids) < family.models["demo"].config.vocab_size / 50
 
 
 def test_target_continues_a_prompt_in_the_corpus_language(family: Family) -> None:

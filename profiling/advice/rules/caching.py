@@ -1,0 +1,82 @@
+"""The prefix-caching rule: warm against cold TTFT at the user's shared prefix, and the
+reuse in their own prompts."""
+
+from __future__ import annotations
+
+from profiling.advice import fallback
+from profiling.advice.facts import Facts
+from profiling.advice.results import (
+    MEASURED,
+    Change,
+    Evidence,
+    ExpectedEffect,
+    NotRecommended,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
+from profiling.advice.text import gb, ms
+from profiling.caching.results import CachingResult
+
+
+def caching(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
+    data = facts.experiments.get("caching")
+    if not data:
+        return fallback.caching(facts)
+    result = CachingResult.from_dict(data)
+    sample, shared = result.prompt_sample, result.shared_prefix
+    if sample is not None and sample.cold_ttft_seconds and sample.warm_ttft_seconds:
+        point, key = sample.measured, "caching.prompt_sample"
+        cold, warm = sample.cold_ttft_seconds, sample.warm_ttft_seconds
+        setting = (f"prefix cache (automatic prefix caching): your prompts repeat "
+                   f"{sample.reuse_fraction:.0%} of their tokens")  # fmt: skip
+        memory = sample.cache_bytes_needed
+    elif shared is not None:
+        point, key = shared, "caching.shared_prefix"
+        cold, warm = shared.cold_ttft_seconds.median, shared.warm_ttft_seconds.median
+        setting = (
+            f"prefix cache for the shared {facts.workload.shared_prefix_tokens}-token system prompt"
+        )
+        memory = shared.prefix_cache_bytes
+    else:
+        why = "no repeated prompt work known: no shared prefix in the workload, no prompt sample"
+        return [NotRecommended("caching", why, "caching.prefix_sweep")]
+    if point is not None and not point.outputs_match:
+        why = "outputs with a reused cache differed from cold outputs (a failed check)"
+        return [NotRecommended("caching", why, key)]
+    gain = cold / warm if warm else 0.0
+    if gain < MIN_GAIN:
+        return [weak("caching", gain, "TTFT cold / warm", key)]
+    return [_cache_recommendation(facts, result, setting, key, cold, warm, memory)]
+
+
+def _cache_recommendation(
+    facts: Facts, result: CachingResult, setting: str, key: str,
+    cold: float, warm: float, memory: int | None,
+) -> Recommendation:  # fmt: skip
+    ttft = facts.ttft_seconds
+    after = ttft * warm / cold
+    figure = f"TTFT {ms(cold)} ms cold, {ms(warm)} ms warm at {result.prompt_tokens}-token prompts"
+    caveats = [
+        "helps only when requests sharing a prefix reach the same server (cache-aware routing)"
+    ]
+    if memory:
+        caveats.append(f"the cached prefixes hold {gb(memory)} of KV cache")
+    if result.prompt_tokens != facts.workload.prompt_tokens:
+        caveats.append(f"measured at {result.prompt_tokens}-token prompts, scaled to yours")
+    return Recommendation(
+        technique="caching",
+        setting=setting,
+        expected_effect=ExpectedEffect(
+            f"TTFT {cold / warm:.1f}× shorter: {ms(ttft)} → {ms(after)} ms",
+            [
+                Change("ttft_ms", ttft * 1e3, after * 1e3, "ms"),
+                Change("measured_ttft_ms", cold * 1e3, warm * 1e3, "ms"),
+            ],
+        ),  # fmt: skip
+        evidence=[Evidence("#caching", key, figure)],
+        caveats=caveats,
+        basis=MEASURED,
+        serves="prompt",
+        gain=cold / warm,
+    )

@@ -1,0 +1,140 @@
+"""The quantization rule: each measured precision against the reference, within the
+quality tolerance."""
+
+from __future__ import annotations
+
+from profiling.advice import fallback
+from profiling.advice.facts import Facts
+from profiling.advice.quality import acceptable, quality_figure, quality_loss
+from profiling.advice.results import (
+    MEASURED,
+    Change,
+    Evidence,
+    ExpectedEffect,
+    NotRecommended,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
+from profiling.advice.text import gb, ms
+from profiling.config import PRECISIONS
+from profiling.quantization.report import variant_line
+from profiling.quantization.results import MEASURED as QUANT_MEASURED
+from profiling.quantization.results import QuantizationResult, QuantVariant
+
+
+def quantization(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
+    data = facts.experiments.get("quantization")
+    if not data:
+        return fallback.quantization(facts, goal)
+    result = QuantizationResult.from_dict(data)
+    reference = result.reference_variant
+    if reference is None or reference.status != QUANT_MEASURED:
+        why = "the reference precision could not be measured, so no variant can be judged"
+        return [NotRecommended("quantization", why, "quantization.variants")]
+    out: list[Outcome] = _refused_variants(result, reference, tolerance)
+    serves = "memory" if goal in ("memory", "devices") else "generation"
+    scored = [(i, _quant_gain(facts, result.variants[i], reference, serves))
+              for i in acceptable(result, tolerance)]  # fmt: skip
+    if not scored:
+        return out
+    best, gain = max(scored, key=lambda s: (s[1], -(result.variants[s[0]].weights_bytes or 0)))
+    key = f"quantization.variants[{best}]"
+    if gain < MIN_GAIN:
+        what = "decode speed" if serves == "generation" else "requests that fit"
+        return [*out, weak("quantization", gain, f"{result.variants[best].name}: {what}", key)]
+    variant = result.variants[best]
+    rec = Recommendation(
+        technique="quantization",
+        setting=quant_setting(variant, reference),
+        expected_effect=_quant_effect(facts, variant, reference),
+        evidence=[Evidence("#quantization", key, variant_line(variant, reference))],
+        caveats=_quant_caveats(facts, result, variant, reference),
+        basis=MEASURED,
+        serves=serves,
+        gain=gain,
+    )
+    return [rec, *out]
+
+
+def _refused_variants(
+    result: QuantizationResult, reference: QuantVariant, tolerance: QualityTolerance
+) -> list[Outcome]:
+    out: list[Outcome] = []
+    for i, v in enumerate(result.variants):
+        key = f"quantization.variants[{i}]"
+        if v.is_reference:
+            continue
+        if v.status != QUANT_MEASURED:
+            why = f"{v.name}: measurement {v.status.replace('_', ' ')}: {v.reason or 'no reason'}"
+            out.append(NotRecommended("quantization", why, key))
+        elif loss := quality_loss(v, reference, tolerance):
+            out.append(NotRecommended("quantization", f"{v.name}: {loss}", key))
+    return out
+
+
+def quant_setting(variant: QuantVariant, reference: QuantVariant) -> str:
+    text = PRECISIONS.get(variant.precision, variant.precision)
+    kept = variant.settings.kept_modules if variant.settings else []
+    if kept:
+        dtype = reference.settings.weight_dtype if reference.settings else "the reference dtype"
+        text += f", keep {', '.join(kept)} in {dtype}"
+    return text
+
+
+def _speed_ratio(variant: QuantVariant, reference: QuantVariant) -> float | None:
+    """Reference step time / variant step time, at the concurrency where measured."""
+    for attr in ("concurrency_seconds_per_token", "seconds_per_token"):
+        ref, var = getattr(reference, attr), getattr(variant, attr)
+        if ref is not None and var is not None and var.median:
+            return ref.median / var.median
+    return None
+
+
+def _quant_gain(facts: Facts, variant: QuantVariant, reference: QuantVariant, serves: str) -> float:
+    if serves == "generation":
+        return _speed_ratio(variant, reference) or 0.0
+    after = _scaled_weights(facts, variant, reference)
+    return fallback.capacity_gain(facts, after)
+
+
+def _scaled_weights(facts: Facts, variant: QuantVariant, reference: QuantVariant) -> int:
+    """The profile's weights scaled by the variant's measured ratio to its reference."""
+    return int(facts.weights_bytes * (variant.weights_bytes or 0) / (reference.weights_bytes or 1))
+
+
+def _quant_effect(facts: Facts, variant: QuantVariant, reference: QuantVariant) -> ExpectedEffect:
+    after = _scaled_weights(facts, variant, reference)
+    changes = [Change("weights_bytes", facts.weights_bytes, after, "bytes")]
+    text = (
+        f"weights {facts.weights_bytes / after:.1f}× smaller "
+        f"({gb(facts.weights_bytes)} → {gb(after)})"
+    )
+    ratio = _speed_ratio(variant, reference)
+    if ratio:
+        tpot = facts.tpot_seconds
+        changes.append(Change("tpot_ms", tpot * 1e3, tpot / ratio * 1e3, "ms"))
+        text += f"; decode {ratio:.2f}× the speed: TPOT {ms(tpot)} → {ms(tpot / ratio)} ms"
+    changes += fallback.capacity_changes(facts, after)
+    return ExpectedEffect(text, changes)
+
+
+def _quant_caveats(
+    facts: Facts, result: QuantizationResult, variant: QuantVariant, reference: QuantVariant
+) -> list[str]:
+    out = []
+    if result.quality_meaningful:
+        out.append(
+            f"measured quality against {reference.name}: {quality_figure(variant, reference)}"
+        )
+    else:
+        out.append("quality not measured (random weights): check it on the real model")
+    ratio = _speed_ratio(variant, reference)
+    if ratio is not None and ratio < 1:
+        out.append(f"decode was {1 / ratio:.1f}× slower here with this variant")
+    if facts.device == "cpu" and variant.settings and variant.settings.bits < 16:
+        out.append("measured on CPU: quantized kernels on a GPU can differ in speed")
+    if variant.concurrency != facts.workload.concurrency:
+        out.append(f"speed measured at batch {variant.concurrency}, not your concurrency "
+                   f"{facts.workload.concurrency}")  # fmt: skip
+    return out

@@ -1,0 +1,96 @@
+"""The speculative-decoding rule: the measured speedup at the batch nearest the user's
+concurrency."""
+
+from __future__ import annotations
+
+from profiling.advice.facts import Facts
+from profiling.advice.results import (
+    MEASURED,
+    Change,
+    Evidence,
+    ExpectedEffect,
+    NotRecommended,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
+from profiling.advice.text import gb, ms
+from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
+from profiling.verdict import nearest_batch
+
+
+def speculative(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
+    data = facts.experiments.get("speculative")
+    if not data:
+        return []
+    result = SpeculativeResult.from_dict(data)
+    if not result.sweeps:
+        why = "random weights or no sweep: acceptance unknown; " + (result.finding or "")
+        return [NotRecommended("speculative", why.rstrip("; "), "speculative.verify_cost")]
+    batch = nearest_batch(sorted({p.batch_size for p in result.sweeps}), facts.workload.concurrency)
+    points = [(i, p) for i, p in enumerate(result.sweeps) if p.batch_size == batch]
+    broken = [(i, p) for i, p in points if not p.matches_baseline]
+    if broken:
+        i, p = broken[0]
+        why = f"{p.draft} K={p.k}: output differed from plain greedy decoding (a failed run)"
+        return [NotRecommended("speculative", why, f"speculative.sweeps[{i}]")]
+    i, best = max(points, key=lambda ip: ip[1].speedup)
+    key = f"speculative.sweeps[{i}]"
+    at = f"at batch {batch} (measured batch nearest your concurrency {facts.workload.concurrency})"
+    if best.speedup < 1:
+        why = f"measured speedup {best.speedup:.2f}× {at}, best K={best.k}: slower than without"
+        return [NotRecommended("speculative", why, key)]
+    if best.speedup < MIN_GAIN:
+        return [weak("speculative", best.speedup, f"best speedup {at}", key)]
+    return [_spec_recommendation(facts, result, best, key)]
+
+
+def _spec_recommendation(
+    facts: Facts, result: SpeculativeResult, best: SweepPoint, key: str
+) -> Recommendation:
+    name = (
+        "prompt lookup (n-gram, no draft model)"
+        if best.draft == PROMPT_LOOKUP
+        else f"draft {best.draft}"
+    )
+    tpot = facts.tpot_seconds
+    after = tpot / best.speedup
+    figure = (f"{best.speedup:.2f}× faster at batch {best.batch_size}, "
+              f"{best.mean_accepted_length:.2f} tokens per target pass, acceptance "
+              f"{best.acceptance_rate:.0%}")  # fmt: skip
+    return Recommendation(
+        technique="speculative",
+        setting=f"{name} with K={best.k}",
+        expected_effect=ExpectedEffect(
+            f"decode {best.speedup:.2f}× faster: TPOT {ms(tpot)} → {ms(after)} ms",
+            [
+                Change("tpot_ms", tpot * 1e3, after * 1e3, "ms"),
+                Change(
+                    "decode_tokens_per_second",
+                    best.baseline_tokens_per_second,
+                    best.tokens_per_second,
+                    "tokens/s",
+                ),
+            ],
+        ),  # fmt: skip
+        evidence=[Evidence("#speculative", key, figure)],
+        caveats=_spec_caveats(facts, result, best),
+        basis=MEASURED,
+        serves="generation",
+        gain=best.speedup,
+    )
+
+
+def _spec_caveats(facts: Facts, result: SpeculativeResult, best: SweepPoint) -> list[str]:
+    out = ["acceptance was measured on the fixed prompt set; your prompts may accept more or less"]
+    draft = next((d for d in result.draft_memory if d.name == best.draft), None)
+    if draft and draft.weights_bytes:
+        kv = (
+            draft.kv_cache_bytes_per_token
+            * facts.workload.concurrency
+            * facts.workload.context_tokens
+        )
+        out.append(f"extra memory: draft weights {gb(draft.weights_bytes)} + its KV cache {gb(kv)}")
+    if best.batch_size != facts.workload.concurrency:
+        out.append(f"measured at batch {best.batch_size}; the gain usually shrinks as batches grow")
+    return out

@@ -1,0 +1,116 @@
+"""The job page before its report, its status JSON, cancel and result.json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.urls import reverse
+
+from advisor.jobs.models import Job
+from tests.advisor.pages import (
+    csrf_token,
+    make_job,
+    own,
+)
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_queued_job_shows_progress_and_a_cancel_button_to_its_owner(browser):
+    job = make_job(state=Job.State.RUNNING, progress=0.4, phase="decode")
+    own(browser, job)
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert f'data-status-url="{reverse("jobs:status", args=[job.share_token])}"' in html
+    assert 'aria-valuenow="40"' in html
+    assert 'id="cancel-job"' in html
+    assert "advisor/progress.js" in html
+
+
+def test_the_share_link_is_read_only_for_another_session(browser):
+    job = make_job(state=Job.State.RUNNING)
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert 'id="cancel-job"' not in html
+    assert "(read-only)" in html
+    assert f"http://testserver/jobs/{job.share_token}/" in html
+    assert 'id="copy-link"' in html
+
+
+def test_an_unknown_token_is_a_friendly_404(browser):
+    response = browser.get("/jobs/not-a-real-token/")
+    assert response.status_code == 404
+    assert "No such job" in response.content.decode()
+
+
+def test_a_failed_job_shows_its_reason(browser):
+    job = make_job(state=Job.State.FAILED, error="ModelSourceError: no safetensors weights")
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert "The job failed" in html and "no safetensors weights" in html
+    assert "progress.js" not in html
+
+
+def test_a_cancelled_job_says_so(browser):
+    job = make_job(state=Job.State.CANCELLED, message="cancelled")
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert "Cancelled" in html
+
+
+def test_status_is_small_json(browser):
+    job = make_job(state=Job.State.RUNNING, progress=0.25, phase="prefill", message="batch 1")
+    response = browser.get(reverse("jobs:status", args=[job.share_token]))
+    assert response.status_code == 200
+    assert response.json() == {
+        "state": "running", "state_label": "Running", "progress": 0.25,
+        "phase": "prefill", "message": "batch 1", "final": False,
+    }  # fmt: skip
+    assert "no-cache" in response["Cache-Control"]
+    assert browser.get("/jobs/nope/status").status_code == 404
+
+
+def test_the_owner_can_cancel_with_csrf(browser):
+    job = make_job()
+    own(browser, job)
+    token = csrf_token(browser, reverse("jobs:detail", args=[job.share_token]))
+    url = reverse("jobs:cancel", args=[job.share_token])
+    response = browser.post(url, {"csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    job.refresh_from_db()
+    assert job.state == Job.State.CANCELLED
+
+
+def test_cancel_needs_csrf_and_post(browser):
+    job = make_job()
+    own(browser, job)
+    url = reverse("jobs:cancel", args=[job.share_token])
+    assert browser.post(url).status_code == 403
+    assert browser.get(url).status_code == 405
+    job.refresh_from_db()
+    assert job.state == Job.State.QUEUED
+
+
+def test_another_session_cannot_cancel(browser):
+    job = make_job()
+    token = csrf_token(browser)  # the read-only job page has no form at all
+    response = browser.post(
+        reverse("jobs:cancel", args=[job.share_token]), {"csrfmiddlewaretoken": token}
+    )
+    assert response.status_code == 403
+    job.refresh_from_db()
+    assert job.state == Job.State.QUEUED
+
+
+def test_result_json_is_an_attachment_with_the_stored_result(browser, demo_result):
+    job = make_job(state=Job.State.SUCCEEDED, result=demo_result)
+    response = browser.get(reverse("jobs:result-json", args=[job.share_token]))
+    assert response.status_code == 200
+    assert response["Content-Type"] == "application/json"
+    assert (
+        response["Content-Disposition"]
+        == f'attachment; filename="profile-demo-{job.share_token[:8]}.json"'
+    )
+    assert json.loads(response.content) == demo_result
+
+
+def test_result_json_of_an_unfinished_job_is_404(browser):
+    job = make_job()
+    assert browser.get(reverse("jobs:result-json", args=[job.share_token])).status_code == 404
