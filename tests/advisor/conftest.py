@@ -47,3 +47,11 @@ def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[st
 @pytest.fixture
 def spec_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
     return real_spec_profile(request.config)
+
+
+@pytest.fixture
+def model_root(tmp_path: Path, settings) -> Path:
+    root = tmp_path / "models"
+    (root / "tiny").mkdir(parents=True)
+    settings.ADVISOR_MODEL_ROOTS = [str(root)]
+    return root
