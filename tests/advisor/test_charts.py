@@ -1,7 +1,7 @@
-"""Report charts and unit filters, built from a real profile of the demo model.
+"""Report charts and unit filters, built from stored real profiles of the demo model.
 
-The profile is measured once per test session (the demo model on CPU, quick
-mode) and shared with the view tests through `real_demo_profile`.
+The profiles are real CLI runs stored by ./scripts/make-fixtures, shared with
+the view tests through `real_demo_profile` and `real_spec_profile`.
 """
 
 from __future__ import annotations
@@ -29,46 +29,26 @@ from tests.advisor.cachedata import (
 )
 from tests.advisor.quantdata import quantization_result, with_quantization
 
-DEMO_PROFILE = pytest.StashKey[dict[str, Any]]()
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
-def real_demo_profile(config: pytest.Config) -> dict[str, Any]:
-    """`Profile.to_dict()` of a real quick run of `demo` on CPU, measured once per session."""
-    if DEMO_PROFILE not in config.stash:
-        from profiling.config import Hardware, ProfileConfig, Workload
-        from profiling.runner import run_profile
+def stored_result(name: str) -> dict[str, Any]:
+    """A stored `Profile.to_dict()` of a real CLI run on the demo model (a fresh copy).
 
-        profile = run_profile(
-            ProfileConfig(
-                "demo",
-                source="demo",
-                device="cpu",
-                quick=True,
-                workload=Workload(prompt_tokens=512, output_tokens=128, concurrency=8, ttft_ms=500),
-                hardware=Hardware(gpu_kind="H100-SXM"),
-                stated_bottleneck="generation",
-            )
-        )
-        config.stash[DEMO_PROFILE] = profile.to_dict()
-    return copy.deepcopy(config.stash[DEMO_PROFILE])
+    Made by ./scripts/make-fixtures; the site's tests read results, they do not
+    measure them.
+    """
+    return json.loads((FIXTURES / name).read_text())
 
 
-SPEC_PROFILE = pytest.StashKey[dict[str, Any]]()
+def real_demo_profile(config: pytest.Config | None = None) -> dict[str, Any]:
+    """A quick run of `demo` at the form's default workload, H100 target, "generation" stated."""
+    return stored_result("cli_demo_generation.json")
 
 
-def real_spec_profile(config: pytest.Config) -> dict[str, Any]:
-    """`Profile.to_dict()` of a real speculative run of `demo` (K 1 and 2), once per session."""
-    if SPEC_PROFILE not in config.stash:
-        from profiling.config import ProfileConfig
-        from profiling.runner import run_profile
-
-        profile = run_profile(
-            ProfileConfig(
-                "demo", quick=True, device="cpu", experiments=["speculative"], spec_ks=[1, 2]
-            )
-        )
-        config.stash[SPEC_PROFILE] = profile.to_dict()
-    return copy.deepcopy(config.stash[SPEC_PROFILE])
+def real_spec_profile(config: pytest.Config | None = None) -> dict[str, Any]:
+    """A quick speculative run of `demo` with its draft at K 1 and 2."""
+    return stored_result("cli_speculative.json")
 
 
 @pytest.fixture
