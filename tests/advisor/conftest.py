@@ -40,13 +40,15 @@ def dead_broker(settings):
 
 
 @pytest.fixture
-def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
-    return real_demo_profile(request.config)
+def demo_result(demo_model_dir: Path) -> dict[str, Any]:
+    """A stored real profile of the demo model (see test_charts.stored_result)."""
+    return real_demo_profile()
 
 
 @pytest.fixture
-def spec_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
-    return real_spec_profile(request.config)
+def spec_result(demo_model_dir: Path) -> dict[str, Any]:
+    """A stored real speculative profile of the demo model."""
+    return real_spec_profile()
 
 
 @pytest.fixture

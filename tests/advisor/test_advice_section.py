@@ -7,7 +7,6 @@ hand-built `Advice` values for the cases a quick CPU run does not reach.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,14 +28,8 @@ from profiling.advice.results import (
     Recommendation,
 )
 from tests.advisor.quantdata import quantization_result, with_quantization
-from tests.advisor.test_charts import real_demo_profile
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
-    return real_demo_profile(request.config)
 
 
 def page(client: Client, result: dict[str, Any], query: dict[str, str] | None = None) -> str:

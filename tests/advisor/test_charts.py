@@ -41,24 +41,14 @@ def stored_result(name: str) -> dict[str, Any]:
     return json.loads((FIXTURES / name).read_text())
 
 
-def real_demo_profile(config: pytest.Config | None = None) -> dict[str, Any]:
+def real_demo_profile() -> dict[str, Any]:
     """A quick run of `demo` at the form's default workload, H100 target, "generation" stated."""
     return stored_result("cli_demo_generation.json")
 
 
-def real_spec_profile(config: pytest.Config | None = None) -> dict[str, Any]:
+def real_spec_profile() -> dict[str, Any]:
     """A quick speculative run of `demo` with its draft at K 1 and 2."""
     return stored_result("cli_speculative.json")
-
-
-@pytest.fixture
-def spec_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
-    return real_spec_profile(request.config)
-
-
-@pytest.fixture
-def demo_result(request: pytest.FixtureRequest, demo_model_dir: Path) -> dict[str, Any]:
-    return real_demo_profile(request.config)
 
 
 @pytest.fixture

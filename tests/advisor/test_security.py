@@ -53,10 +53,8 @@ def test_a_failure_reason_is_escaped(browser):
     assert ESCAPED in html
 
 
-def test_strings_inside_a_result_cannot_break_out_of_the_page(
-    browser, request: pytest.FixtureRequest, demo_model_dir: Path
-):
-    result: dict[str, Any] = real_demo_profile(request.config)
+def test_strings_inside_a_result_cannot_break_out_of_the_page(browser):
+    result: dict[str, Any] = real_demo_profile()
     result["model"]["name"] = CLOSE_PAYLOAD
     result["environment"]["hostname"] = CLOSE_PAYLOAD
     result["warnings"].append(CLOSE_PAYLOAD)
