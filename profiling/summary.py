@@ -1,23 +1,11 @@
-"""The profile as text for a terminal: the CLI's summary tables."""
+"""The profile as text for a terminal: the CLI's summary tables, its numbers through
+`profiling.units` as on the report."""
 
 from __future__ import annotations
 
 from profiling.advice.text import render_advice
 from profiling.results import Profile
-
-
-def fmt_bytes(n: float | None) -> str:
-    """SI bytes (1 GB = 1e9 B, like the GPU catalog)."""
-    if n is None:
-        return "-"
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if abs(n) >= size:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n:,.0f} B"
-
-
-def _pct(fraction: float | None) -> str:
-    return "-" if fraction is None else f"{fraction * 100:.1f} %"
+from profiling.units import pct, size
 
 
 def _table(title: str, headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -45,20 +33,20 @@ def _header(p: Profile) -> list[str]:
 
 def _memory_lines(p: Profile) -> list[str]:
     mem = p.memory
-    by_dtype = ", ".join(f"{k} {fmt_bytes(v)}" for k, v in mem.weights_bytes_by_dtype.items())
+    by_dtype = ", ".join(f"{k} {size(v)}" for k, v in mem.weights_bytes_by_dtype.items())
     lines = [
         "",
         "Memory",
-        f"  weights               {fmt_bytes(mem.weights_bytes)} ({by_dtype})",
-        f"  KV cache per token    {fmt_bytes(mem.kv_cache_bytes_per_token)} measured, "
-        f"{fmt_bytes(mem.kv_cache_bytes_per_token_computed)} by formula",
-        f"  peak during prefill   {fmt_bytes(mem.peak_prefill_bytes)} ({mem.peak_prefill_method}, "
+        f"  weights               {size(mem.weights_bytes)} ({by_dtype})",
+        f"  KV cache per token    {size(mem.kv_cache_bytes_per_token)} measured, "
+        f"{size(mem.kv_cache_bytes_per_token_computed)} by formula",
+        f"  peak during prefill   {size(mem.peak_prefill_bytes)} ({mem.peak_prefill_method}, "
         f"{mem.peak_prefill_prompt_tokens} tokens × batch {mem.peak_prefill_batch_size})",
     ]
     fit = mem.fit
     if fit is not None:
         verdict = "fits" if fit.fits else "does NOT fit"
-        need, usable = fmt_bytes(fit.required_bytes), fmt_bytes(fit.available_bytes)
+        need, usable = size(fit.required_bytes), size(fit.available_bytes)
         lines.append(
             f"  fit on {fit.gpu_count}× {fit.gpu_kind}: {verdict}, needs {need} of {usable} "
             f"usable; at most {fit.max_concurrency:,} requests of {fit.context_tokens} tokens"
@@ -75,7 +63,7 @@ def _prefill_rows(p: Profile) -> list[list[str]]:
             f"{_ms(x.seconds.p10)}-{_ms(x.seconds.p90)}",
             f"{x.tokens_per_second:,.0f}",
             f"{x.achieved_flops_per_second / 1e12:,.3f}",
-            _pct(x.fraction_of_peak),
+            pct(x.fraction_of_peak),
         ]
         for x in p.prefill
     ]
@@ -90,7 +78,7 @@ def _decode_rows(p: Profile) -> list[list[str]]:
             f"{_ms(x.seconds_per_token.p10)}-{_ms(x.seconds_per_token.p90)}",
             f"{x.tokens_per_second:,.0f}",
             f"{x.achieved_bytes_per_second / 1e9:,.1f}",
-            _pct(x.fraction_of_peak),
+            pct(x.fraction_of_peak),
         ]
         for x in p.decode
     ]

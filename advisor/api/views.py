@@ -27,6 +27,7 @@ from advisor.api.openapi import document
 from advisor.jobs import dispatch, submission
 from advisor.jobs.lookup import find_job
 from advisor.jobs.models import Job
+from profiling.units import size
 
 View = Callable[..., HttpResponse]
 QUEUE_DOWN = "The job queue is unavailable right now, so the job was not submitted"
@@ -132,7 +133,7 @@ def read_object(request: HttpRequest) -> dict[str, Any] | HttpResponse:
     except (ValueError, RequestDataTooBig):
         declared, body = limit + 1, b""
     if declared > limit or len(body) > limit:
-        return error(413, f"The body is over {limit:,} bytes, the most a job request takes.")
+        return error(413, f"The body is over {size(limit)}, the most a job request takes.")
     try:
         values = json.loads(body or b"null")
     except RecursionError:
