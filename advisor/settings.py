@@ -332,8 +332,6 @@ if ADVISOR_CACHE_URL is None:
         "The shared cache needs Redis: set ADVISOR_CACHE_URL=redis://host:6379/1 "
         "(the broker is not Redis)"
     )
-# Sessions are read from that cache and written through to the database.
-SESSION_ENGINE = "django.contrib.sessions.backends.cached_db"
 CACHES = {
     "default": {
         "BACKEND": "advisor.cache.SharedRedisCache",
