@@ -24,6 +24,7 @@ from django.conf import settings
 from advisor import embedded_redis
 from advisor.jobs import dispatch
 from advisor.jobs.models import Job
+from advisor.settings import cache_location
 from tests.advisor.test_tasks import pid_gone, running_with_progress
 from tests.conftest import WorkerProcess, wait_for_job
 
@@ -38,6 +39,21 @@ CHAOS_ENV = {
     "ADVISOR_REDISPATCH_GRACE_S": "3",
     "ADVISOR_HEARTBEAT_STALE_S": "8",
 }
+
+
+def chaos_env(redis_url: str) -> dict[str, str]:
+    """CHAOS_ENV, with a cache database of these workers' own.
+
+    The reaper runs once per period across every process sharing the cache,
+    with the settings of whichever process takes the turn. The session's own
+    test worker reaps with the defaults (every 30 s, stale after 120 s), so it
+    must not share the turn with workers whose limits are seconds.
+    """
+    shared = cache_location(redis_url)
+    assert shared is not None and shared.endswith("1")
+    return {**CHAOS_ENV, "ADVISOR_CACHE_URL": shared[:-1] + "2"}
+
+
 WRITTEN = re.compile(r"job (\d+): (succeeded|failed|stopped)$", re.MULTILINE)
 
 
@@ -67,7 +83,7 @@ def restart_broker() -> None:
 def test_a_broker_restarted_twice_during_a_batch_loses_no_job(
     worker_factory, demo_model_dir, redis_url
 ):
-    worker = worker_factory(["test-chaos"], CHAOS_ENV)
+    worker = worker_factory(["test-chaos"], chaos_env(redis_url))
     try:
         jobs = [submit("test-chaos") for _ in range(BATCH)]
         ids = [job.pk for job in jobs]
@@ -96,8 +112,8 @@ def test_a_broker_restarted_twice_during_a_batch_loses_no_job(
     assert all(written[job.pk] == 1 for job in finals), written
 
 
-def test_a_frozen_workers_stale_attempt_writes_nothing(worker_factory, demo_model_dir):
-    frozen = worker_factory(["test-frozen"], CHAOS_ENV)
+def test_a_frozen_workers_stale_attempt_writes_nothing(worker_factory, demo_model_dir, redis_url):
+    frozen = worker_factory(["test-frozen"], chaos_env(redis_url))
     job = wait_for_job(
         submit("test-frozen", quick=False).pk, until=running_with_progress, timeout_s=120
     )
@@ -105,7 +121,7 @@ def test_a_frozen_workers_stale_attempt_writes_nothing(worker_factory, demo_mode
     groups = [frozen.proc.pid, os.getpgid(stale_child)]
     for group in groups:
         os.killpg(group, signal.SIGSTOP)
-    rescuer = worker_factory(["test-frozen"], CHAOS_ENV)
+    rescuer = worker_factory(["test-frozen"], chaos_env(redis_url))
     try:
         taken = wait_for_job(
             job.pk, until=lambda j: j.attempts == 2 and j.state == State.RUNNING, timeout_s=90
@@ -134,9 +150,9 @@ def test_a_frozen_workers_stale_attempt_writes_nothing(worker_factory, demo_mode
 
 
 def test_sigkills_during_a_batch_end_every_job_with_bounded_attempts(
-    worker_factory, demo_model_dir
+    worker_factory, demo_model_dir, redis_url
 ):
-    first = worker_factory(["test-kill"], CHAOS_ENV)
+    first = worker_factory(["test-kill"], chaos_env(redis_url))
     jobs = [submit("test-kill", quick=False)] + [submit("test-kill") for _ in range(5)]
     ids = [job.pk for job in jobs]
     victim = wait_for_job(jobs[0].pk, until=running_with_progress, timeout_s=120)
@@ -145,7 +161,7 @@ def test_sigkills_during_a_batch_end_every_job_with_bounded_attempts(
         jobs[1].pk, until=running_with_progress, timeout_s=120
     )  # the worker went on to the next job
     first.kill()  # the whole worker at once, mid-job, as a crashed machine goes
-    second = worker_factory(["test-kill"], CHAOS_ENV)
+    second = worker_factory(["test-kill"], chaos_env(redis_url))
     try:
         finals = [wait_for_job(pk, timeout_s=300) for pk in ids]
     finally:
