@@ -19,8 +19,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 
-from advisor import embedded_redis
 from advisor.celery import app
+from advisor.jobs import dispatch
 
 
 def _database() -> None:
@@ -29,10 +29,7 @@ def _database() -> None:
 
 
 def _broker() -> None:
-    from django.conf import settings
-
-    if settings.ADVISOR_EMBEDDED_REDIS:
-        embedded_redis.ensure(settings.ADVISOR_EMBEDDED_REDIS)
+    dispatch.ensure_broker()
     with app.connection_for_read() as conn:
         conn.ensure_connection(max_retries=1, timeout=2)
 

@@ -92,7 +92,7 @@ def _publish_new(job: Job) -> None:
 def enqueue(job: Job) -> None:
     """Publish `run_job(job.pk)` on `job.queue` and stamp `dispatched_at`."""
     try:
-        _ensure_embedded_broker()
+        ensure_broker()
         # A fresh connection per publish: it follows the configured broker
         # URL and fails fast, instead of a pooled one that retries for long.
         with app.connection_for_write() as conn:
@@ -120,7 +120,7 @@ def jobs_in_broker(queues: Iterable[str]) -> set[int] | None:
     the broker cannot be read now or is not Redis, so nothing is judged lost.
     """
     try:
-        _ensure_embedded_broker()
+        ensure_broker()
         with app.connection_for_read() as conn:
             channel = conn.default_channel
             if not hasattr(channel, "unacked_key"):
@@ -141,7 +141,8 @@ def jobs_in_broker(queues: Iterable[str]) -> set[int] | None:
     return held
 
 
-def _ensure_embedded_broker() -> None:
+def ensure_broker() -> None:
+    """Bring the embedded Redis up when this site uses it (a no-op with a Redis server)."""
     if settings.ADVISOR_EMBEDDED_REDIS:
         embedded_redis.ensure(settings.ADVISOR_EMBEDDED_REDIS)
 
