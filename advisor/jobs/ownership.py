@@ -32,7 +32,11 @@ def owns(request: HttpRequest, job: Job) -> bool:
     return job.share_token in owned_tokens(request)
 
 
-def owned_jobs(request: HttpRequest) -> list[Job]:
-    """This session's jobs, newest first; forgotten rows simply drop out."""
-    owned = Job.objects.listed().filter(share_token__in=owned_tokens(request))
+def owned_jobs(request: HttpRequest, fields: tuple[str, ...] = ()) -> list[Job]:
+    """This session's jobs, newest first; forgotten rows simply drop out.
+
+    `fields` names the only columns to load (all but the result and error by default).
+    """
+    jobs = Job.objects.only(*fields) if fields else Job.objects.listed()
+    owned = jobs.filter(share_token__in=owned_tokens(request))
     return list(owned.order_by("-created_at"))

@@ -22,6 +22,7 @@ from advisor.jobs.access import access_form, grant
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import owned_jobs, owns, remember
+from advisor.jobs.rows import ROW_FIELDS, job_rows
 
 SHARE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 QUEUE_DOWN = (
@@ -74,7 +75,7 @@ def new_job(request: HttpRequest) -> HttpResponse:
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
     reaper.reap_if_due()
-    return render(request, "jobs/list.html", {"jobs": owned_jobs(request)})
+    return render(request, "jobs/list.html", {"rows": job_rows(owned_jobs(request, ROW_FIELDS))})
 
 
 @never_cache

@@ -14,16 +14,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from functools import cache as once
-from pathlib import Path
 from typing import Any
 
-from django.conf import settings
-from django.core.cache import cache
 from django.http import QueryDict
 from django.template.loader import render_to_string
 from django.utils.safestring import mark_safe
 
+from advisor import cache as shared_cache
 from advisor.jobs.models import Job
 from advisor.reports import (
     advice,
@@ -43,27 +40,12 @@ log = logging.getLogger(__name__)
 REPORT_CACHE_S = 24 * 3600
 
 
-@once
-def code_digest() -> str:
-    """A digest of the code and templates a report is made from (once per process)."""
-    digest = hashlib.sha256()
-    base = Path(settings.BASE_DIR)
-    for folder, pattern in (("advisor", "*.py"), ("profiling", "*.py"), ("templates", "*.html")):
-        for path in sorted((base / folder).rglob(pattern)):
-            digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
-
-
 def rendered_report(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
     """`report_html` (the report section) and `report_charts` (whether it draws any)."""
     what_if = hashlib.sha256((query.urlencode() if query else "").encode()).hexdigest()[:16]
     finished = job.finished_at.timestamp() if job.finished_at else 0
-    key = f"advisor:report:{code_digest()}:{job.pk}:{finished}:{what_if}"
-    try:
-        found = cache.get(key)
-    except Exception as exc:  # an unreachable cache only costs the rendering
-        log.warning("report cache unreachable: %s", exc)
-        found = None
+    key = f"advisor:report:{shared_cache.code_digest()}:{job.pk}:{finished}:{what_if}"
+    found = shared_cache.get_many([key]).get(key)
     if found is not None:
         return {**found, "report_html": mark_safe(found["report_html"])}  # rendered by us above
     context = report_context(job, query)
@@ -71,10 +53,7 @@ def rendered_report(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "report_html": str(render_to_string("reports/report.html", {"job": job, **context})),
         "report_charts": context.get("profile") is not None,
     }
-    try:
-        cache.set(key, rendered, REPORT_CACHE_S)
-    except Exception as exc:
-        log.warning("report not cached: %s", exc)
+    shared_cache.set_many({key: rendered}, REPORT_CACHE_S)
     return {**rendered, "report_html": mark_safe(rendered["report_html"])}
 
 

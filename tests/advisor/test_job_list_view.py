@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
+from advisor.jobs.models import Job
+from advisor.jobs.ownership import SESSION_KEY
 from tests.advisor.pages import (
     make_job,
     own,
@@ -24,3 +27,43 @@ def test_recent_jobs_lists_only_this_sessions_jobs(browser):
     own(browser, mine)
     html = browser.get(reverse("jobs:list")).content.decode()
     assert mine.share_token in html and theirs.share_token not in html
+
+
+def own_all(client, *jobs) -> None:
+    session = client.session
+    session[SESSION_KEY] = [job.share_token for job in jobs]
+    session.save()
+
+
+def rendered_rows(response) -> int:
+    return sum(t.name == "jobs/_row.html" for t in response.templates)
+
+
+def test_finished_rows_are_rendered_once_and_running_rows_every_time(browser):
+    done = make_job(model_name="done-model", state=Job.State.SUCCEEDED, finished_at=timezone.now())
+    running = make_job(model_name="running-model", state=Job.State.RUNNING)
+    own_all(browser, done, running)
+    first = browser.get(reverse("jobs:list"))
+    assert rendered_rows(first) == 2
+    second = browser.get(reverse("jobs:list"))
+    assert rendered_rows(second) == 1  # the running row only
+    assert second.content == first.content
+
+
+def test_a_row_follows_its_job_to_the_end(browser):
+    job = make_job(state=Job.State.RUNNING)
+    own(browser, job)
+    assert "state-running" in browser.get(reverse("jobs:list")).content.decode()
+    Job.objects.filter(pk=job.pk).update(state=Job.State.FAILED, finished_at=timezone.now())
+    html = browser.get(reverse("jobs:list")).content.decode()
+    assert "state-failed" in html and "state-running" not in html
+
+
+def test_kept_rows_gain_the_compare_box_when_a_second_job_appears(browser):
+    first = make_job(state=Job.State.SUCCEEDED, finished_at=timezone.now())
+    own(browser, first)
+    assert 'name="pick"' not in browser.get(reverse("jobs:list")).content.decode()
+    second = make_job(state=Job.State.SUCCEEDED, finished_at=timezone.now())
+    own_all(browser, first, second)
+    html = browser.get(reverse("jobs:list")).content.decode()
+    assert html.count('name="pick"') == 2
