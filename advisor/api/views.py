@@ -1,6 +1,6 @@
 """JSON views for scripts: submit through the new-job form's checks, follow, fetch.
 
-A submit is read strictly first (`advisor.api.schema`: JSON types, sizes,
+A submit is read strictly first (`advisor.jobs.request`: JSON types, sizes,
 depth, storable text), then checked by the new-job form. CSRF does not apply
 (no cookies are involved). When ADVISOR_API_TOKEN is set, a submit must carry
 `Authorization: Bearer <token>`, as the form asks for it; reading a job never
