@@ -28,6 +28,8 @@ from typing import Any
 from profiling import serde
 from profiling.hardware import GPU
 from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.profile import Profile
+from profiling.results import DecodePoint, PrefillPoint
 from profiling.shapes import Shapes
 
 # Shares of the datasheet peak a well-tuned server reaches (an assumption,
@@ -207,37 +209,37 @@ def relative_error(predicted: float, measured: float | None) -> float | None:
     return None if not measured else (predicted - measured) / measured
 
 
-def prefill_point(shapes: Shapes, dtype: str, point: dict[str, Any]) -> Point:
+def prefill_point(shapes: Shapes, dtype: str, point: PrefillPoint) -> Point:
     """(FLOPs, bytes, seconds) of a measured prefill: weights read once, KV written."""
-    tokens, batch = point["prompt_tokens"], point["batch_size"]
+    tokens, batch = point.prompt_tokens, point.batch_size
     moved = shapes.weights_bytes(dtype) + shapes.kv_bytes_per_token(dtype) * tokens * batch
-    return shapes.prefill_flops(tokens, batch), float(moved), point["seconds"]["median"]
+    return shapes.prefill_flops(tokens, batch), float(moved), point.seconds.median
 
 
-def decode_point(shapes: Shapes, dtype: str, point: dict[str, Any]) -> Point:
+def decode_point(shapes: Shapes, dtype: str, point: DecodePoint) -> Point:
     """(FLOPs, bytes, seconds) of a measured decode step."""
-    batch, context = point["batch_size"], point["context_tokens"]
+    batch, context = point.batch_size, point.context_tokens
     return (
         shapes.decode_flops(batch, context),
         shapes.decode_bytes(dtype, batch, context),
-        point["seconds_per_token"]["median"],
+        point.seconds_per_token.median,
     )
 
 
-def _phases(shapes: Shapes, profile: dict[str, Any]) -> list[tuple[str, list[dict], list[Point]]]:
-    dtype = profile["environment"].get("dtype") or "float32"
+def _phases(shapes: Shapes, profile: Profile) -> list[tuple[str, list[Any], list[Point]]]:
+    dtype = profile.environment.dtype or "float32"
     return [
-        ("prefill_seconds", profile["prefill"],
-         [prefill_point(shapes, dtype, p) for p in profile["prefill"]]),
-        ("decode_seconds_per_step", profile["decode"],
-         [decode_point(shapes, dtype, p) for p in profile["decode"]]),
+        ("prefill_seconds", profile.prefill,
+         [prefill_point(shapes, dtype, p) for p in profile.prefill]),
+        ("decode_seconds_per_step", profile.decode,
+         [decode_point(shapes, dtype, p) for p in profile.decode]),
     ]  # fmt: skip
 
 
-def calibrate(shapes: Shapes, profile: dict[str, Any], device: str = "") -> Calibration:
-    """Rates fitted to every measured prefill and decode point of a profile (`to_dict()`)."""
+def calibrate(shapes: Shapes, profile: Profile, device: str = "") -> Calibration:
+    """Rates fitted to every measured prefill and decode point of a profile."""
     (_, _, prefill), (_, _, decode) = _phases(shapes, profile)
-    where = device or profile["environment"].get("device_name") or "the worker"
+    where = device or profile.environment.device_name or "the worker"
     return Calibration(
         basis=CALIBRATED,
         device=where,
@@ -253,7 +255,7 @@ _AT = {
 }
 
 
-def leave_one_out(shapes: Shapes, profile: dict[str, Any]) -> list[Prediction]:
+def leave_one_out(shapes: Shapes, profile: Profile) -> list[Prediction]:
     """Each measured point predicted from a calibration on the other points of its phase."""
     out = []
     for metric, raw, points in _phases(shapes, profile):
@@ -265,7 +267,7 @@ def leave_one_out(shapes: Shapes, profile: dict[str, Any]) -> list[Prediction]:
             out.append(
                 Prediction(
                     metric=metric,
-                    at={name: raw[i][name] for name in _AT[metric]},
+                    at={name: getattr(raw[i], name) for name in _AT[metric]},
                     predicted=predicted,
                     measured=measured,
                     error=relative_error(predicted, measured),

@@ -1,4 +1,7 @@
-"""The result of a profile: one dataclass tree with `to_dict`/`from_dict`.
+"""The measured parts of a profile: dataclasses built from primitives and `Samples`.
+
+The whole result (these parts, each technique's typed result, the advice) is
+`profiling.profile.Profile`.
 
 No torch import here: the site reads results with this module alone.
 Every timed quantity is a `Samples`: the raw samples are kept and the
@@ -12,11 +15,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling import serde
-from profiling.config import ProfileConfig
 from profiling.shapes import Shapes
 
-SCHEMA_VERSION = 1
 # A measurement whose p10..p90 spread exceeds this share of its median is
 # flagged as noisy: its median is still the best estimate, but it is shaky.
 NOISY_SPREAD = 0.10
@@ -187,39 +187,3 @@ class PhaseVerdict:
     basis: str  # how the figures were derived from the measured points
     fits: bool | None = None
     summary: str = ""
-
-
-@dataclass
-class Profile:
-    """Everything one profiling run measured."""
-
-    config: ProfileConfig
-    model: ModelInfo
-    environment: Environment
-    memory: MemoryResult
-    prefill: list[PrefillPoint]
-    decode: list[DecodePoint]
-    verdict: PhaseVerdict | None = None
-    warnings: list[str] = field(default_factory=list)
-    experiments: dict[str, Any] = field(default_factory=dict)
-    schema_version: int = SCHEMA_VERSION
-    # Derived after the measurements (profiling.advice.build): the advice's and each
-    # prediction point's `to_dict()`. None in results written before they existed.
-    advice: dict[str, Any] | None = None
-    predictions: list[dict[str, Any]] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON tree; each experiment's result sits at the top level under its name
-        (`speculative.sweeps`, `quantization.variants`), beside `memory` and `decode`."""
-        out = serde.to_dict(self)
-        experiments = out.pop("experiments")
-        out["experiments_run"] = sorted(experiments)
-        out.update(experiments)
-        return out
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Profile:
-        profile = serde.from_dict(cls, data)
-        names = data.get("experiments_run", data.get("experiments", {}))
-        profile.experiments = {name: data[name] for name in names if name in data}
-        return profile

@@ -14,8 +14,9 @@ from profiling import hardware
 from profiling.config import ConfigError, ProfileConfig
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
 from profiling.experiments import Experiment, ExperimentContext, get_experiment
+from profiling.profile import Profile
 from profiling.progress import Progress, no_progress, span
-from profiling.results import FitCheck, MemoryResult, Profile
+from profiling.results import FitCheck, MemoryResult
 from profiling.timing import Clock
 
 LOAD_END, MEASURE_END, BASELINE_END, EXPERIMENTS_END = 0.25, 0.30, 0.92, 0.99
@@ -138,9 +139,8 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
     try:
         shapes = Shapes.from_config(model_config)
         profile.model.shapes = shapes
-        data = profile.to_dict()
-        profile.predictions = [p.to_dict() for p in profile_predictions(data, shapes)]
-        profile.advice = advise_profile(data, shapes).to_dict() if profile.verdict else None
+        profile.predictions = [p.to_dict() for p in profile_predictions(profile, shapes)]
+        profile.advice = advise_profile(profile, shapes).to_dict() if profile.verdict else None
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
         profile.warnings.append(f"advice and predictions could not be computed: {exc!r}")
 
@@ -213,7 +213,7 @@ def _run_experiments(
             span(progress, start, start + step),
             profile,
         )
-        profile.experiments[name] = experiment(context)
+        setattr(profile.experiments, name, experiment(context))
 
 
 def _warnings(

@@ -1,8 +1,7 @@
 """The prefix-caching section: cold against warm TTFT over prefix shares, the
 workload's shared prefix, conversation turns, and the reuse in the user's prompts.
 
-Built from the raw `result["caching"]` dict the library writes
-(`profiling.caching.results.CachingResult.to_dict()`). Warnings and labels stay
+Built from the typed `CachingResult` of the profile. Warnings and labels stay
 plain strings here; the template's autoescape is what makes them safe. A point
 whose outputs with a reused cache differ from the cold outputs is flagged on its
 row and counted for the banner above the tables.
@@ -13,6 +12,14 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.quantization import median
+from profiling.caching.results import (
+    CachingResult,
+    PrefixBucket,
+    PrefixPoint,
+    PromptSampleReuse,
+    TurnPoint,
+)
+from profiling.results import Samples
 from profiling.units import number_text, pct
 
 # Shown when the experiment ran without the user's prompts.
@@ -28,17 +35,13 @@ SAMPLE_HINT = (
 SAME_WITHIN = 0.005
 
 
-def _dicts(value: Any) -> list[dict[str, Any]]:
-    return [item for item in value or [] if isinstance(item, dict)]
+def _noisy(*samples: Samples) -> bool:
+    return any(s.noisy for s in samples)
 
 
-def _noisy(*samples: Any) -> bool:
-    return any(isinstance(s, dict) and s.get("noisy") for s in samples)
-
-
-def change(warm_to_cold: Any) -> str:
+def change(warm_to_cold: float | None) -> str:
     """Warm against cold as "47.0 % less" (or "8.20 % more" when reuse cost time)."""
-    if not isinstance(warm_to_cold, int | float) or isinstance(warm_to_cold, bool):
+    if warm_to_cold is None:
         return ""
     saving = 1.0 - warm_to_cold
     if abs(saving) < SAME_WITHIN:
@@ -46,88 +49,84 @@ def change(warm_to_cold: Any) -> str:
     return f"{pct(abs(saving))} {'less' if saving >= 0 else 'more'}"
 
 
-def point_row(point: dict[str, Any]) -> dict[str, Any]:
-    """A prefix point for the sweep table: medians in seconds, the match flag kept strict."""
-    cold, warm = point.get("cold_ttft_seconds"), point.get("warm_ttft_seconds")
+def point_row(point: PrefixPoint) -> dict[str, Any]:
+    """A prefix point for the sweep table: medians in seconds."""
+    cold, warm = point.cold_ttft_seconds, point.warm_ttft_seconds
     return {
-        "label": str(point.get("label") or ""),
-        "prompt_tokens": point.get("prompt_tokens"),
-        "prefix_tokens": point.get("prefix_tokens"),
-        "prefix_share": point.get("prefix_share"),
+        "label": point.label,
+        "prompt_tokens": point.prompt_tokens,
+        "prefix_tokens": point.prefix_tokens,
+        "prefix_share": point.prefix_share,
         "cold_s": median(cold),
         "warm_s": median(warm),
-        "warm_to_cold": point.get("warm_to_cold"),
-        "change": change(point.get("warm_to_cold")),
-        "cache_bytes": point.get("prefix_cache_bytes"),
-        # Only an explicit true is a match: a missing flag is not evidence.
-        "outputs_match": point.get("outputs_match") is True,
-        "max_logit_text": number_text(point.get("max_abs_logit_diff")),
-        "greedy_tokens": point.get("greedy_tokens"),
+        "warm_to_cold": point.warm_to_cold,
+        "change": change(point.warm_to_cold),
+        "cache_bytes": point.prefix_cache_bytes,
+        "outputs_match": point.outputs_match,
+        "max_logit_text": number_text(point.max_abs_logit_diff),
+        "greedy_tokens": point.greedy_tokens,
         "noisy": _noisy(cold, warm),
     }
 
 
-def turn_row(turn: dict[str, Any]) -> dict[str, Any]:
-    cold, warm = turn.get("cold_ttft_seconds"), turn.get("warm_ttft_seconds")
+def turn_row(turn: TurnPoint) -> dict[str, Any]:
+    cold, warm = turn.cold_ttft_seconds, turn.warm_ttft_seconds
     return {
-        "turn": turn.get("turn"),
-        "prompt_tokens": turn.get("prompt_tokens"),
-        "cached_tokens": turn.get("cached_tokens"),
-        "new_tokens": turn.get("new_tokens"),
+        "turn": turn.turn,
+        "prompt_tokens": turn.prompt_tokens,
+        "cached_tokens": turn.cached_tokens,
+        "new_tokens": turn.new_tokens,
         "cold_s": median(cold),
         "warm_s": median(warm),
-        "warm_to_cold": turn.get("warm_to_cold"),
-        "change": change(turn.get("warm_to_cold")),
-        "cache_bytes": turn.get("cache_bytes"),
-        "outputs_match": turn.get("outputs_match") is True,
+        "warm_to_cold": turn.warm_to_cold,
+        "change": change(turn.warm_to_cold),
+        "cache_bytes": turn.cache_bytes,
+        "outputs_match": turn.outputs_match,
         "noisy": _noisy(cold, warm),
     }
 
 
-def bucket_label(bucket: dict[str, Any]) -> str:
+def bucket_label(bucket: PrefixBucket) -> str:
     """A histogram bucket's range in tokens: "0", "16–63", "4,096+"."""
-    low, high = bucket.get("low"), bucket.get("high")
-    if not isinstance(low, int):
-        return "?"
+    low, high = bucket.low, bucket.high
     if high is None:
         return f"{low:,}+"
     return f"{low:,}" if high == low else f"{low:,}–{high:,}"
 
 
-def sample_context(sample: Any) -> dict[str, Any] | None:
+def sample_context(sample: PromptSampleReuse | None) -> dict[str, Any] | None:
     """The user's prompts: reuse figures, histogram rows and the measured saving."""
-    if not isinstance(sample, dict):
+    if sample is None:
         return None
-    measured = sample.get("measured")
+    by_bytes = sample.tokenization == "bytes"
     return {
-        **sample,
-        "by_bytes": sample.get("tokenization") == "bytes",
-        "unit": "bytes" if sample.get("tokenization") == "bytes" else "tokens",
+        **vars(sample),
+        "by_bytes": by_bytes,
+        "unit": "bytes" if by_bytes else "tokens",
         "histogram": [
-            {"label": bucket_label(b), "prompts": b.get("prompts")}
-            for b in _dicts(sample.get("shared_prefix_histogram"))
+            {"label": bucket_label(b), "prompts": b.prompts} for b in sample.shared_prefix_histogram
         ],
-        "measured_row": point_row(measured) if isinstance(measured, dict) else None,
+        "measured_row": point_row(sample.measured) if sample.measured is not None else None,
     }
 
 
-def section_context(caching: Any) -> dict[str, Any] | None:
-    if not isinstance(caching, dict):
+def section_context(caching: CachingResult | None) -> dict[str, Any] | None:
+    if caching is None:
         return None
-    sweep = [point_row(p) for p in _dicts(caching.get("prefix_sweep"))]
-    shared = caching.get("shared_prefix")
-    shared_row = point_row(shared) if isinstance(shared, dict) else None
-    turns = [turn_row(t) for t in _dicts(caching.get("multi_turn"))]
-    sample = sample_context(caching.get("prompt_sample"))
+    sweep = [point_row(p) for p in caching.prefix_sweep]
+    shared = caching.shared_prefix
+    shared_row = point_row(shared) if shared is not None else None
+    turns = [turn_row(t) for t in caching.multi_turn]
+    sample = sample_context(caching.prompt_sample)
     rows = sweep + turns + [r for r in (shared_row, sample and sample["measured_row"]) if r]
     return {
         "raw": caching,
         "sweep": sweep,
         "shared": shared_row,
-        "shared_requested": caching.get("shared_prefix_requested_tokens") or 0,
+        "shared_requested": caching.shared_prefix_requested_tokens,
         "turns": turns,
         "sample": sample,
         "sample_hint": SAMPLE_HINT,
         "mismatches": sum(1 for row in rows if not row["outputs_match"]),
-        "warnings": [str(w) for w in caching.get("warnings") or []],
+        "warnings": list(caching.warnings),
     }

@@ -25,7 +25,8 @@ from advisor.reports.experiment_charts import (
     quantization_chart,
     speculative_chart,
 )
-from profiling.results import DecodePoint, PrefillPoint, Profile
+from profiling.profile import Profile
+from profiling.results import DecodePoint, PrefillPoint
 from profiling.units import pct
 
 MEMORY_COLOURS = {"weights": "#0072B2", "kv": "#E69F00", "free": "#B8E0C8", "reserve": "#D9D9D9"}
@@ -197,17 +198,17 @@ def all_charts(profile: Profile) -> dict[str, Figure]:
         "prefill": prefill_chart(profile.prefill),
         "decode": decode_chart(profile.decode),
     }
-    if isinstance(profile.experiments.get("speculative"), dict):
-        figures["speculative"] = speculative_chart(profile.experiments["speculative"])
-    if isinstance(profile.experiments.get("quantization"), dict):
-        figures["quantization"] = quantization_chart(profile.experiments["quantization"])
-    figures.update(caching_charts(profile.experiments.get("caching")))
+    ran = profile.experiments
+    if ran.speculative is not None:
+        figures["speculative"] = speculative_chart(ran.speculative)
+    if ran.quantization is not None:
+        figures["quantization"] = quantization_chart(ran.quantization)
+    figures.update(caching_charts(ran.caching))
     predicted = predictions_chart(profile.predictions or [])
     if predicted is not None:
         figures["predictions"] = predicted
-    parallel = profile.experiments.get("parallel")
-    if isinstance(parallel, dict):
-        split = parallel.get("disaggregation") or profile.experiments.get("disaggregation")
-        if isinstance(split, dict):
+    if ran.parallel is not None:
+        split = ran.parallel.disaggregation or ran.disaggregation
+        if split is not None:
             figures["interference"] = interference_chart(split)
     return figures

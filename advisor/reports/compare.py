@@ -14,7 +14,7 @@ from typing import Any
 
 from advisor.jobs.models import Job
 from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
-from profiling.results import Profile
+from profiling.profile import Profile
 from profiling.units import UNKNOWN, gb, ms, size, tok_s
 
 # Each experiment's result carries a one-line `finding`; parallel also writes disaggregation.
@@ -254,10 +254,10 @@ def _advice(a: Side, b: Side) -> Group:
 
 
 def _finding(profile: Profile | None, name: str) -> str | None:
-    result = profile.experiments.get(name) if profile else None
-    if not isinstance(result, dict):
+    result = getattr(profile.experiments, name) if profile else None
+    if result is None:
         return None
-    return str(result.get("finding") or "") or "ran (no finding recorded)"
+    return str(getattr(result, "finding", "") or "") or "ran (no finding recorded)"
 
 
 def _not_run(side: Side) -> str:

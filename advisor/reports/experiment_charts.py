@@ -1,5 +1,5 @@
 """Plotly figures of the optional experiments: speculative decoding, quantization,
-prefix caching and prefill/decode interference (plain dicts, as in `charts`)."""
+prefix caching and prefill/decode interference, each from its typed result."""
 
 from __future__ import annotations
 
@@ -8,36 +8,41 @@ from typing import Any
 
 from advisor.reports.caching import bucket_label
 from advisor.reports.charts_base import GB, PALETTE, Figure, base_layout, finite, y_range
+from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
+from profiling.parallel.results import DisaggregationResult
+from profiling.quantization.results import MEASURED, QuantizationResult, QuantVariant
+from profiling.results import Samples
+from profiling.speculative.results import SpeculativeResult, SweepPoint
 from profiling.units import pct, significant, tok_s
 
 
-def speculative_chart(speculative: dict[str, Any]) -> Figure:
+def speculative_chart(speculative: SpeculativeResult) -> Figure:
     """Acceptance rate (left axis, solid) and speedup (right axis, dashed) vs draft length K.
 
     One colour per draft × batch size; the dotted line at 1× is "no faster than plain decode".
     """
-    series: dict[tuple[str, int], list[dict[str, Any]]] = defaultdict(list)
-    for sweep in speculative.get("sweeps") or []:
-        series[(str(sweep.get("draft")), int(sweep.get("batch_size") or 0))].append(sweep)
+    series: dict[tuple[str, int], list[SweepPoint]] = defaultdict(list)
+    for sweep in speculative.sweeps:
+        series[(sweep.draft, sweep.batch_size)].append(sweep)
     data = []
     for i, ((draft, batch), sweeps) in enumerate(sorted(series.items())):
-        sweeps.sort(key=lambda s: s.get("k") or 0)
+        sweeps.sort(key=lambda s: s.k)
         colour, name = PALETTE[i % len(PALETTE)], f"{draft}, batch {batch}"
-        ks = [s.get("k") for s in sweeps]
+        ks = [s.k for s in sweeps]
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": f"{name}: acceptance",
-            "x": ks, "y": [s.get("acceptance_rate") for s in sweeps], "yaxis": "y",
+            "x": ks, "y": [s.acceptance_rate for s in sweeps], "yaxis": "y",
             "line": {"color": colour}, "legendgroup": name,
             "hovertemplate": f"{name}, K=%{{x}}: %{{y:.0%}} accepted<extra></extra>",
         })  # fmt: skip
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": f"{name}: speedup",
-            "x": ks, "y": [s.get("speedup") for s in sweeps], "yaxis": "y2",
+            "x": ks, "y": [s.speedup for s in sweeps], "yaxis": "y2",
             "line": {"color": colour, "dash": "dash"}, "marker": {"symbol": "diamond"},
             "legendgroup": name,
             "hovertemplate": f"{name}, K=%{{x}}: %{{y:.2f}}×<extra></extra>",
         })  # fmt: skip
-    all_ks = sorted({s.get("k") for group in series.values() for s in group if s.get("k")})
+    all_ks = sorted({s.k for group in series.values() for s in group})
     layout = base_layout(
         "Speculative decoding: acceptance and speedup vs K",
         "draft length K (tokens proposed per step)",
@@ -63,43 +68,43 @@ def speculative_chart(speculative: dict[str, Any]) -> Figure:
 # Quantization ----------------------------------------------------------------------
 
 
-def _quality_text(variant: dict[str, Any]) -> str:
+def _quality_text(variant: QuantVariant) -> str:
     """A variant's quality against the reference, for its hover text ("—" where unknown)."""
-    perplexity, kl = variant.get("perplexity"), variant.get("kl_divergence")
+    perplexity, kl = variant.perplexity, variant.kl_divergence
     return " · ".join([
         f"perplexity {significant(perplexity)}" if finite(perplexity) else "perplexity —",
-        f"top-1 agreement {pct(variant.get('top1_agreement'))}",
+        f"top-1 agreement {pct(variant.top1_agreement)}",
         f"KL {significant(kl)} nats" if finite(kl) else "KL —",
     ])  # fmt: skip
 
 
-def _point_label(variant: dict[str, Any]) -> str:
-    name = str(variant.get("name"))
-    if variant.get("is_reference"):
-        return f"{name} (reference)"
-    agreement = variant.get("top1_agreement")
-    return f"{name} ({pct(agreement)} agree)" if finite(agreement) else name
+def _point_label(variant: QuantVariant) -> str:
+    if variant.is_reference:
+        return f"{variant.name} (reference)"
+    agreement = variant.top1_agreement
+    return f"{variant.name} ({pct(agreement)} agree)" if finite(agreement) else variant.name
 
 
 def _quant_trace(
-    variants: list[dict[str, Any]], key: str, name: str, style: dict[str, Any], unit: str
+    variants: list[QuantVariant], key: str, name: str, style: dict[str, Any], unit: str
 ) -> dict[str, Any]:
     scale = GB if unit == "GB" else 1e6
-    x = [v["weights_bytes"] / scale for v in variants]
+    x = [(v.weights_bytes or 0) / scale for v in variants]
+    speeds = [getattr(v, key) for v in variants]
     hover = [
-        f"{_point_label(v)}, {name}: {tok_s(v.get(key))}, weights {significant(amount)} {unit}"
+        f"{_point_label(v)}, {name}: {tok_s(speed)}, weights {significant(amount)} {unit}"
         f"<br>{_quality_text(v)}"
-        for v, amount in zip(variants, x, strict=True)
+        for v, speed, amount in zip(variants, speeds, x, strict=True)
     ]
     return {
         "type": "scatter", "mode": "markers", "name": name, "x": x,
-        "y": [v.get(key) if finite(v.get(key)) else None for v in variants],
+        "y": [speed if finite(speed) else None for speed in speeds],
         "marker": {"size": 11, **style},
         "hovertext": hover, "hovertemplate": "%{hovertext}<extra></extra>",
     }  # fmt: skip
 
 
-def quantization_chart(quantization: dict[str, Any]) -> Figure:
+def quantization_chart(quantization: QuantizationResult) -> Figure:
     """Weights memory (x) against decode tok/s (y), one point per measured variant.
 
     Circles are batch 1, diamonds the workload's concurrency. Batch-1 points are
@@ -107,11 +112,10 @@ def quantization_chart(quantization: dict[str, Any]) -> Figure:
     text adds perplexity and KL. Up and to the left is better.
     """
     variants = [
-        v for v in quantization.get("variants") or []
-        if isinstance(v, dict) and v.get("status") == "measured" and finite(v.get("weights_bytes"))
-    ]  # fmt: skip
-    unit = "GB" if max((v["weights_bytes"] for v in variants), default=0) >= GB else "MB"
-    concurrency = max((int(v.get("concurrency") or 1) for v in variants), default=1)
+        v for v in quantization.variants if v.status == MEASURED and finite(v.weights_bytes)
+    ]
+    unit = "GB" if max((v.weights_bytes or 0 for v in variants), default=0) >= GB else "MB"
+    concurrency = max((v.concurrency or 1 for v in variants), default=1)
     batch_1 = _quant_trace(
         variants, "tokens_per_second", "batch 1", {"color": PALETTE[0], "symbol": "circle"}, unit
     )
@@ -134,11 +138,11 @@ def quantization_chart(quantization: dict[str, Any]) -> Figure:
 # Prefix caching -----------------------------------------------------------------------
 
 
-def _ms_band(samples: Any) -> tuple[float, float, float] | None:
-    """A serialised `Samples` → (median, p90 - median, median - p10) in ms, or None."""
-    if not isinstance(samples, dict):
+def _ms_band(samples: Samples | None) -> tuple[float, float, float] | None:
+    """A `Samples` → (median, p90 - median, median - p10) in ms, or None."""
+    if samples is None:
         return None
-    values = [samples.get(key) for key in ("median", "p10", "p90")]
+    values = (samples.median, samples.p10, samples.p90)
     if not all(finite(v) for v in values):
         return None
     median, p10, p90 = (v * 1e3 for v in values)
@@ -146,12 +150,12 @@ def _ms_band(samples: Any) -> tuple[float, float, float] | None:
 
 
 def _ttft_trace(
-    points: list[dict[str, Any]], key: str, name: str, colour: str, **style: Any
+    points: list[PrefixPoint], key: str, name: str, colour: str, **style: Any
 ) -> dict[str, Any]:
-    bands = [_ms_band(p.get(key)) for p in points]
+    bands = [_ms_band(getattr(p, key)) for p in points]
     return {
         "type": "scatter", "mode": "lines+markers", "name": name,
-        "x": [100 * p["prefix_share"] for p in points],
+        "x": [100 * p.prefix_share for p in points],
         "y": [b[0] if b else None for b in bands],
         "error_y": {
             "type": "data", "symmetric": False,
@@ -163,47 +167,43 @@ def _ttft_trace(
     }  # fmt: skip
 
 
-def _labelled_point(point: Any, name: str, symbol: str, colour: str) -> dict[str, Any] | None:
+def _labelled_point(
+    point: PrefixPoint | None, name: str, symbol: str, colour: str
+) -> dict[str, Any] | None:
     """The workload's shared prefix or the user's sample, as one warm marker."""
-    if not isinstance(point, dict) or not finite(point.get("prefix_share")):
+    if point is None or not finite(point.prefix_share):
         return None
-    band = _ms_band(point.get("warm_ttft_seconds"))
+    band = _ms_band(point.warm_ttft_seconds)
     if band is None:
         return None
-    tokens = point.get("prefix_tokens")
     return {
-        "type": "scatter", "mode": "markers", "name": f"{name} ({tokens} tokens), warm",
-        "x": [100 * point["prefix_share"]], "y": [band[0]],
+        "type": "scatter", "mode": "markers",
+        "name": f"{name} ({point.prefix_tokens} tokens), warm",
+        "x": [100 * point.prefix_share], "y": [band[0]],
         "marker": {"size": 12, "symbol": symbol, "color": colour},
         "hovertemplate": f"{name}, %{{x:.0f}} % cached: %{{y:.3g}} ms<extra></extra>",
     }  # fmt: skip
 
 
-def caching_chart(caching: dict[str, Any]) -> Figure:
+def caching_chart(caching: CachingResult) -> Figure:
     """Cold and warm TTFT (ms, median with p10–p90 bars) against the share of the
     prompt whose prefix is cached; the workload's shared prefix and the point measured
     for the user's prompts are extra warm markers."""
     points = sorted(
-        (p for p in caching.get("prefix_sweep") or []
-         if isinstance(p, dict) and finite(p.get("prefix_share"))),
-        key=lambda p: p["prefix_share"],
-    )  # fmt: skip
+        (p for p in caching.prefix_sweep if finite(p.prefix_share)), key=lambda p: p.prefix_share
+    )
     data = [
         _ttft_trace(points, "cold_ttft_seconds", "cold (whole prompt)", PALETTE[0]),
         _ttft_trace(points, "warm_ttft_seconds", "warm (prefix cached)", PALETTE[1], dash="dash"),
     ]
-    sample = caching.get("prompt_sample")
+    sample = caching.prompt_sample
     extra = [
-        _labelled_point(caching.get("shared_prefix"), "shared prefix", "diamond", PALETTE[2]),
-        _labelled_point(
-            sample.get("measured") if isinstance(sample, dict) else None,
-            "your prompts", "star", PALETTE[3],
-        ),
-    ]  # fmt: skip
+        _labelled_point(caching.shared_prefix, "shared prefix", "diamond", PALETTE[2]),
+        _labelled_point(sample.measured if sample else None, "your prompts", "star", PALETTE[3]),
+    ]
     data += [trace for trace in extra if trace is not None]
-    tokens = caching.get("prompt_tokens")
     layout = base_layout(
-        f"Prefix caching: TTFT at {tokens}-token prompts, cold vs warm",
+        f"Prefix caching: TTFT at {caching.prompt_tokens}-token prompts, cold vs warm",
         "share of the prompt already cached (%)",
         "TTFT ms (median, p10–p90)",
     )
@@ -212,13 +212,13 @@ def caching_chart(caching: dict[str, Any]) -> Figure:
     return {"data": data, "layout": layout}
 
 
-def prefix_histogram_chart(sample: dict[str, Any]) -> Figure:
+def prefix_histogram_chart(sample: PromptSampleReuse) -> Figure:
     """How many of the user's prompts reuse a prefix of each length (0 = none)."""
-    buckets = [b for b in sample.get("shared_prefix_histogram") or [] if isinstance(b, dict)]
-    unit = "bytes" if sample.get("tokenization") == "bytes" else "tokens"
+    buckets = sample.shared_prefix_histogram
+    unit = "bytes" if sample.tokenization == "bytes" else "tokens"
     data = [{
         "type": "bar", "name": "prompts",
-        "x": [bucket_label(b) for b in buckets], "y": [b.get("prompts") for b in buckets],
+        "x": [bucket_label(b) for b in buckets], "y": [b.prompts for b in buckets],
         "marker": {"color": PALETTE[2]},
         "hovertemplate": f"%{{x}} {unit} reused: %{{y}} prompts<extra></extra>",
     }]  # fmt: skip
@@ -236,12 +236,12 @@ def prefix_histogram_chart(sample: dict[str, Any]) -> Figure:
 # Disaggregation ------------------------------------------------------------------------
 
 
-def interference_chart(disaggregation: dict[str, Any]) -> Figure:
+def interference_chart(disaggregation: DisaggregationResult) -> Figure:
     """A decode step alone against one a prefill joins (ms, median with p10–p90 bars),
     with the user's TPOT target as a dashed line when one was set."""
     bars = [
-        ("decode alone", disaggregation.get("decode_alone_seconds"), PALETTE[1]),
-        ("with a prefill joining", disaggregation.get("decode_mixed_seconds"), PALETTE[5]),
+        ("decode alone", disaggregation.decode_alone_seconds, PALETTE[1]),
+        ("with a prefill joining", disaggregation.decode_mixed_seconds, PALETTE[5]),
     ]
     bands = [_ms_band(samples) for _, samples, _ in bars]
     data = [{
@@ -255,14 +255,14 @@ def interference_chart(disaggregation: dict[str, Any]) -> Figure:
         "marker": {"color": [colour for _, _, colour in bars]},
         "hovertemplate": "%{x}: %{y:.3g} ms<extra></extra>",
     }]  # fmt: skip
-    batch, prefill = disaggregation.get("decode_batch"), disaggregation.get("prefill_tokens")
+    batch, prefill = disaggregation.decode_batch, disaggregation.prefill_tokens
     layout = base_layout(
         f"A decode step of {batch} requests, alone and with a {prefill}-token prefill",
         "",
         "ms per decode step (median, p10–p90)",
         showlegend=False,
     )
-    target = disaggregation.get("tpot_target_seconds")
+    target = disaggregation.tpot_target_seconds
     if finite(target):
         layout["shapes"] = [{
             "type": "line", "xref": "paper", "x0": 0, "x1": 1,
@@ -277,10 +277,10 @@ def interference_chart(disaggregation: dict[str, Any]) -> Figure:
 # Predictions ------------------------------------------------------------------------------
 
 
-def caching_charts(caching: Any) -> dict[str, Figure]:
-    if not isinstance(caching, dict):
+def caching_charts(caching: CachingResult | None) -> dict[str, Figure]:
+    if caching is None:
         return {}
     figures = {"caching": caching_chart(caching)}
-    if isinstance(caching.get("prompt_sample"), dict):
-        figures["caching_sample"] = prefix_histogram_chart(caching["prompt_sample"])
+    if caching.prompt_sample is not None:
+        figures["caching_sample"] = prefix_histogram_chart(caching.prompt_sample)
     return figures

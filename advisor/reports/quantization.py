@@ -1,7 +1,7 @@
 """The quantization section: each variant against the reference, how it was made,
 and its greedy outputs beside the reference's.
 
-Built from the raw `result["quantization"]` dict the library writes. Token text
+Built from the typed `QuantizationResult` of the profile. Token text
 and reasons stay plain strings here; the template's autoescape is what makes
 them safe. Numbers are formatted with the report's unit filters, each next to
 its ratio to the reference ("3.6× smaller", "1.4× slower").
@@ -13,7 +13,15 @@ import math
 from typing import Any
 
 from advisor.reports.speculative import size, visible
-from profiling.quantization.results import DOES_NOT_FIT, FAILED, MEASURED, NOT_AVAILABLE
+from profiling.quantization.results import (
+    DOES_NOT_FIT,
+    FAILED,
+    MEASURED,
+    NOT_AVAILABLE,
+    QuantizationResult,
+    QuantVariant,
+)
+from profiling.results import Samples
 from profiling.units import UNKNOWN, ms, pct, significant, tok_s
 
 STATUS_LABELS = {
@@ -32,8 +40,10 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def median(samples: Any) -> float | None:
-    """The median of a serialised `Samples` ({"samples": [...], "median": ...})."""
+def median(samples: Samples | dict[str, Any] | None) -> float | None:
+    """The median of a `Samples` (or of a serialised one); None when unknown."""
+    if isinstance(samples, Samples):
+        return _number(samples.median)
     return _number(samples.get("median")) if isinstance(samples, dict) else None
 
 
@@ -59,126 +69,129 @@ def _cell(text: str, ratio_text: str = "") -> dict[str, str]:
     return {"value": text, "ratio": ratio_text}
 
 
-def metric_cells(variant: dict[str, Any], ref: dict[str, Any]) -> list[dict[str, str]]:
+def metric_cells(variant: QuantVariant, ref: QuantVariant | None) -> list[dict[str, str]]:
     """The table's numbers for a measured variant, in column order, each with its ratio.
 
     Agreement and KL are measured against the reference already, so they have no ratio.
     """
-    own = variant if not variant.get("is_reference") else {}
+    own = ref is not None and not variant.is_reference
 
     def compared(key: str, below: str, above: str, read: Any = _number) -> str:
-        return ratio(read(own.get(key)), read(ref.get(key)), below, above) if own else ""
+        if not own:
+            return ""
+        return ratio(read(getattr(variant, key)), read(getattr(ref, key)), below, above)
 
-    ttft, tpot = median(variant.get("ttft_seconds")), median(variant.get("seconds_per_token"))
-    perplexity, kl = _number(variant.get("perplexity")), _number(variant.get("kl_divergence"))
+    ttft, tpot = median(variant.ttft_seconds), median(variant.seconds_per_token)
+    perplexity, kl = _number(variant.perplexity), _number(variant.kl_divergence)
     return [
-        _cell(size(variant.get("weights_bytes")), compared("weights_bytes", "smaller", "larger")),
-        _cell(size(variant.get("peak_bytes")), compared("peak_bytes", "smaller", "larger")),
+        _cell(size(variant.weights_bytes), compared("weights_bytes", "smaller", "larger")),
+        _cell(size(variant.peak_bytes), compared("peak_bytes", "smaller", "larger")),
         _cell(ms(ttft), compared("ttft_seconds", "faster", "slower", median)),
         _cell(ms(tpot), compared("seconds_per_token", "faster", "slower", median)),
-        _cell(tok_s(variant.get("tokens_per_second")),
+        _cell(tok_s(variant.tokens_per_second),
               compared("tokens_per_second", "slower", "faster")),
-        _cell(tok_s(variant.get("concurrency_tokens_per_second")),
+        _cell(tok_s(variant.concurrency_tokens_per_second),
               compared("concurrency_tokens_per_second", "slower", "faster")),
         _cell(UNKNOWN if perplexity is None else significant(perplexity),
               compared("perplexity", "lower", "higher")),
-        _cell(pct(variant.get("top1_agreement"))),
+        _cell(pct(variant.top1_agreement)),
         _cell(UNKNOWN if kl is None else f"{significant(kl)} nats"),
     ]  # fmt: skip
 
 
-def variant_rows(variants: list[dict[str, Any]], ref: dict[str, Any]) -> list[dict[str, Any]]:
+def variant_rows(variants: list[QuantVariant], ref: QuantVariant | None) -> list[dict[str, Any]]:
     """One row per variant; one that was not measured keeps its status and reason."""
     rows = []
     for variant in variants:
-        status = str(variant.get("status") or "")
-        measured = status == MEASURED
+        measured = variant.status == MEASURED
         rows.append({
-            "name": variant.get("name"),
-            "precision": variant.get("precision"),
-            "status": status,
-            "status_label": STATUS_LABELS.get(status, status or UNKNOWN),
-            "reason": variant.get("reason") or "",
-            "is_reference": bool(variant.get("is_reference")),
+            "name": variant.name,
+            "precision": variant.precision,
+            "status": variant.status,
+            "status_label": STATUS_LABELS.get(variant.status, variant.status or UNKNOWN),
+            "reason": variant.reason,
+            "is_reference": variant.is_reference,
             "measured": measured,
             "cells": metric_cells(variant, ref) if measured else [],
         })  # fmt: skip
     return rows
 
 
-def settings_rows(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def settings_rows(variants: list[QuantVariant]) -> list[dict[str, Any]]:
     """How each variant was made (bits, group size, kept parts, library version)."""
     rows = []
     for variant in variants:
-        made = variant.get("settings")
-        if not isinstance(made, dict):
+        made = variant.settings
+        if made is None:
             continue
-        group = made.get("group_size")
         rows.append({
-            "name": variant.get("name"),
-            "method": made.get("method") or UNKNOWN,
-            "weight_dtype": made.get("weight_dtype") or UNKNOWN,
-            "bits": made.get("bits") if made.get("bits") is not None else UNKNOWN,
-            "group_size": group if group is not None else UNKNOWN,
-            "compute_dtype": made.get("compute_dtype") or UNKNOWN,
-            "kept": ", ".join(str(m) for m in made.get("kept_modules") or []) or "none",
-            "quantized_modules": made.get("quantized_modules"),
-            "library": made.get("library") or UNKNOWN,
+            "name": variant.name,
+            "method": made.method or UNKNOWN,
+            "weight_dtype": made.weight_dtype or UNKNOWN,
+            "bits": made.bits if made.bits is not None else UNKNOWN,
+            "group_size": made.group_size if made.group_size is not None else UNKNOWN,
+            "compute_dtype": made.compute_dtype or UNKNOWN,
+            "kept": ", ".join(made.kept_modules) or "none",
+            "quantized_modules": made.quantized_modules,
+            "library": made.library or UNKNOWN,
         })  # fmt: skip
     return rows
 
 
-def marked_tokens(texts: Any, divergence: Any) -> list[dict[str, str]]:
+def marked_tokens(texts: list[str], divergence: int | None) -> list[dict[str, str]]:
     """Tokens before the first divergence "same", the diverging one "diverge", the rest "after"."""
-    at = divergence if isinstance(divergence, int) and not isinstance(divergence, bool) else None
     tokens = []
-    for i, text in enumerate(texts or []):
-        state = "same" if at is None or i < at else ("diverge" if i == at else "after")
+    for i, text in enumerate(texts):
+        state = (
+            "same"
+            if divergence is None or i < divergence
+            else ("diverge" if i == divergence else "after")
+        )
         tokens.append({"text": visible(text), "state": state})
     return tokens
 
 
-def comparisons(variants: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def comparisons(variants: list[QuantVariant]) -> list[dict[str, Any]]:
     """Per measured variant (not the reference): each prompt's greedy output beside the
     reference's, with the first divergence marked on both sides."""
     out = []
     for variant in variants:
-        if variant.get("is_reference") or variant.get("status") != MEASURED:
+        if variant.is_reference or variant.status != MEASURED:
             continue
-        rows = []
-        for sample in variant.get("samples") or []:
-            divergence = sample.get("first_divergence")
-            rows.append({
-                "prompt": str(sample.get("prompt") or ""),
-                "reference": marked_tokens(sample.get("reference_text"), divergence),
-                "variant": marked_tokens(sample.get("text"), divergence),
-                "diverges_at": divergence,
-            })  # fmt: skip
+        rows = [
+            {
+                "prompt": sample.prompt,
+                "reference": marked_tokens(sample.reference_text, sample.first_divergence),
+                "variant": marked_tokens(sample.text, sample.first_divergence),
+                "diverges_at": sample.first_divergence,
+            }
+            for sample in variant.samples
+        ]
         if rows:
-            out.append({"name": variant.get("name"), "rows": rows})
+            out.append({"name": variant.name, "rows": rows})
     return out
 
 
-def all_warnings(quantization: dict[str, Any], variants: list[dict[str, Any]]) -> list[str]:
-    warnings = [str(w) for w in quantization.get("warnings") or []]
-    for variant in variants:
-        warnings += [f"{variant.get('name')}: {w}" for w in variant.get("warnings") or []]
+def all_warnings(quantization: QuantizationResult) -> list[str]:
+    warnings = list(quantization.warnings)
+    for variant in quantization.variants:
+        warnings += [f"{variant.name}: {w}" for w in variant.warnings]
     return warnings
 
 
-def section_context(quantization: Any) -> dict[str, Any] | None:
-    if not isinstance(quantization, dict):
+def section_context(quantization: QuantizationResult | None) -> dict[str, Any] | None:
+    if quantization is None:
         return None
-    variants = [v for v in quantization.get("variants") or [] if isinstance(v, dict)]
-    reference = next((v for v in variants if v.get("is_reference")), None) or {}
-    measured = [v for v in variants if v.get("status") == MEASURED]
-    concurrency = (reference or (measured[0] if measured else {})).get("concurrency")
+    variants = quantization.variants
+    reference = quantization.reference_variant
+    measured = [v for v in variants if v.status == MEASURED]
+    shown = reference or (measured[0] if measured else None)
     return {
         "raw": quantization,
-        "reference": reference.get("name") or quantization.get("reference"),
-        "concurrency": concurrency,
+        "reference": reference.name if reference else quantization.reference,
+        "concurrency": shown.concurrency if shown else None,
         "variants": variant_rows(variants, reference),
         "settings": settings_rows(variants),
         "comparisons": comparisons(variants),
-        "warnings": all_warnings(quantization, variants),
+        "warnings": all_warnings(quantization),
     }

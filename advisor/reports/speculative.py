@@ -1,6 +1,6 @@
 """The speculative-decoding section: sweep rows, draft memory and the token trace.
 
-Built from the raw `result["speculative"]` dict the library writes. Token text
+Built from the typed `SpeculativeResult` of the profile. Token text
 stays plain strings here; the template's autoescape is what makes it safe.
 """
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiling.speculative.results import SpeculativeResult
 from profiling.units import UNKNOWN, significant
 
 # Whitespace drawn visibly in the trace, so " the" and "the" differ on screen.
@@ -27,48 +28,48 @@ def size(value: Any) -> str:
     return f"{significant(value / 1e6)} MB"
 
 
-def sweep_rows(speculative: dict[str, Any]) -> list[dict[str, Any]]:
+def sweep_rows(speculative: SpeculativeResult) -> list[dict[str, Any]]:
     """One row per sweep point, sorted draft → batch → K, the best K per batch marked."""
-    best = {
-        (b.get("draft"), b.get("batch_size")): b.get("k") for b in speculative.get("best_k") or []
-    }
-    rows = []
-    for sweep in speculative.get("sweeps") or []:
-        key = (sweep.get("draft"), sweep.get("batch_size"))
-        rows.append({**sweep, "is_best": best.get(key) == sweep.get("k")})
-    rows.sort(key=lambda r: (str(r.get("draft")), r.get("batch_size") or 0, r.get("k") or 0))
+    best = {(b.draft, b.batch_size): b.k for b in speculative.best_k}
+    rows = [
+        {**vars(sweep), "is_best": best.get((sweep.draft, sweep.batch_size)) == sweep.k}
+        for sweep in speculative.sweeps
+    ]
+    rows.sort(key=lambda r: (r["draft"], r["batch_size"], r["k"]))
     return rows
 
 
-def memory_rows(speculative: dict[str, Any]) -> list[dict[str, Any]]:
+def memory_rows(speculative: SpeculativeResult) -> list[dict[str, Any]]:
     return [
-        {**draft, "weights": size(draft.get("weights_bytes"))}
-        for draft in speculative.get("draft_memory") or []
+        {**vars(draft), "weights": size(draft.weights_bytes)} for draft in speculative.draft_memory
     ]
 
 
-def trace_rows(speculative: dict[str, Any]) -> list[dict[str, Any]]:
+def trace_rows(speculative: SpeculativeResult) -> list[dict[str, Any]]:
     """Each step: the proposed tokens (accepted, rejected, or discarded after a rejection)
     and the target's own token after them."""
     rows = []
-    for number, step in enumerate(speculative.get("trace") or [], start=1):
-        accepted = int(step.get("accepted_count") or 0)
+    for number, step in enumerate(speculative.trace, start=1):
         tokens = []
-        for i, text in enumerate(step.get("proposed_text") or []):
-            state = "acc" if i < accepted else ("rej" if i == accepted else "skip")
+        for i, text in enumerate(step.proposed_text):
+            state = (
+                "acc"
+                if i < step.accepted_count
+                else ("rej" if i == step.accepted_count else "skip")
+            )
             tokens.append({"text": visible(text), "state": state})
         rows.append({
             "number": number,
             "tokens": tokens,
-            "accepted": accepted,
-            "target": visible(step.get("target_text")),
-            "bonus": bool(step.get("bonus")),
+            "accepted": step.accepted_count,
+            "target": visible(step.target_text),
+            "bonus": step.bonus,
         })  # fmt: skip
     return rows
 
 
-def section_context(speculative: Any) -> dict[str, Any] | None:
-    if not isinstance(speculative, dict):
+def section_context(speculative: SpeculativeResult | None) -> dict[str, Any] | None:
+    if speculative is None:
         return None
     return {
         "raw": speculative,

@@ -33,7 +33,7 @@ from advisor.reports import (
     verdict,
     whatif_form,
 )
-from profiling.results import Profile
+from profiling.profile import Profile
 from profiling.units import UNKNOWN, count, gb
 
 log = logging.getLogger(__name__)
@@ -69,18 +69,17 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
     profile = load_profile(job)
     if profile is None:
         return {"report_error": "This job's result could not be read by this version of the site."}
+    ran = profile.experiments
     context = {
         "profile": profile,
         "charts": charts.all_charts(profile),
         "verdict": _verdict_context(job, profile),
         "environment_rows": environment_rows(profile),
         "model_rows": model_rows(profile),
-        "speculative": speculative.section_context(profile.experiments.get("speculative")),
-        "quantization": quantization.section_context(profile.experiments.get("quantization")),
-        "caching": caching.section_context(profile.experiments.get("caching")),
-        "parallel": parallel.section_context(
-            profile.experiments.get("parallel"), profile.experiments.get("disaggregation")
-        ),
+        "speculative": speculative.section_context(profile.experiments.speculative),
+        "quantization": quantization.section_context(ran.quantization),
+        "caching": caching.section_context(ran.caching),
+        "parallel": parallel.section_context(ran.parallel, ran.disaggregation),
     }
     context.update(_advice_sections(job, profile, context, query))
     return context
@@ -93,9 +92,9 @@ def _advice_sections(
     the page has, so they are built after the others)."""
     anchors = advice.present_anchors(context, bool(profile.warnings))
     return {
-        "advice": advice.section_context(job.result.get("advice"), anchors),
-        "predictions": predictions.section_context(job.result.get("predictions")),
-        "whatif": whatif_form.section_context(profile, job.result, query),
+        "advice": advice.section_context(profile.advice, anchors),
+        "predictions": predictions.section_context(profile.predictions),
+        "whatif": whatif_form.section_context(profile, query),
     }
 
 

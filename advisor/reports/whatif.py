@@ -21,7 +21,8 @@ from profiling.advice.results import Advice
 from profiling.config import Workload
 from profiling.estimate import Calibration, PhaseRate, Projection, assumed, calibrate, project
 from profiling.hardware import GPU
-from profiling.results import FitCheck, Profile
+from profiling.profile import Profile
+from profiling.results import FitCheck
 from profiling.shapes import Shapes
 from profiling.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
 
@@ -123,21 +124,20 @@ def workload_of(profile: Profile, s: Scenario) -> Workload:
 
 
 def rates_for(
-    profile: Profile, result: dict[str, Any], shapes: Shapes, gpu: GPU | None, on_worker: bool,
-    dtype: str,
-) -> Calibration:  # fmt: skip
+    profile: Profile, shapes: Shapes, gpu: GPU | None, on_worker: bool, dtype: str
+) -> Calibration:
     if on_worker:
-        return calibrate(shapes, result, profile.environment.device_name)
+        return calibrate(shapes, profile, profile.environment.device_name)
     assert gpu is not None
     return assumed(gpu, dtype)
 
 
-def run(profile: Profile, result: dict[str, Any], s: Scenario) -> Outcome:
+def run(profile: Profile, s: Scenario) -> Outcome:
     """Project one scenario; raises ValueError (or KeyError, TypeError) when it cannot."""
     shapes, shapes_note = shapes_of(profile)
     gpu, on_worker = target(profile, s.gpu_kind)
     workload = workload_of(profile, s)
-    calibration = rates_for(profile, result, shapes, gpu, on_worker, s.dtype)
+    calibration = rates_for(profile, shapes, gpu, on_worker, s.dtype)
     projection = project(shapes, calibration, s.dtype, s.prompt_tokens, s.output_tokens,
                          s.concurrency, gpu, s.gpu_count)  # fmt: skip
     fit, advice = None, None

@@ -15,7 +15,7 @@ from django.http import QueryDict
 from advisor.reports import whatif
 from profiling import hardware
 from profiling.config import LIMITS
-from profiling.results import Profile
+from profiling.profile import Profile
 
 PREFIX = "whatif"
 
@@ -53,21 +53,19 @@ class WhatIfForm(forms.Form):
 PROJECTION_ERRORS = (KeyError, TypeError, ValueError, ZeroDivisionError, AttributeError)
 
 
-def section_context(
-    profile: Profile, result: dict[str, Any], query: QueryDict | None
-) -> dict[str, Any]:
+def section_context(profile: Profile, query: QueryDict | None) -> dict[str, Any]:
     """The what-if section: the form and, when it was sent and is valid, the projection."""
     form = WhatIfForm(profile, query)
     context: dict[str, Any] = {"form": form}
     if not form.is_bound or not form.is_valid():
         return context
     try:
-        after = whatif.run(profile, result, form.scenario())
+        after = whatif.run(profile, form.scenario())
     except PROJECTION_ERRORS as exc:
         context["error"] = f"This result cannot be projected: {exc}"
         return context
     try:
-        before = whatif.run(profile, result, form.start)
+        before = whatif.run(profile, form.start)
     except PROJECTION_ERRORS:
         before = None  # the what-if stands alone; the submitted column shows "—"
     context.update({
@@ -75,6 +73,6 @@ def section_context(
         "before": before,
         "rows": whatif.figure_rows(before, after),
         "rates": whatif.rate_rows(after.calibration),
-        "advice": whatif.advice_change(result.get("advice"), before, after),
+        "advice": whatif.advice_change(profile.advice, before, after),
     })  # fmt: skip
     return context

@@ -20,9 +20,7 @@ from __future__ import annotations
 from profiling.advice.facts import Facts
 from profiling.advice.quality import acceptable
 from profiling.advice.results import DecidingNumber, QualityTolerance
-from profiling.caching.results import CachingResult
 from profiling.config import BOTTLENECK_LABELS
-from profiling.quantization.results import QuantizationResult
 from profiling.shapes import DTYPE_BYTES
 
 MIN_HEADROOM_SHARE = 0.10
@@ -33,9 +31,9 @@ REUSE_MATTERS = 0.30
 
 def prompt_reuse(facts: Facts) -> tuple[float, str]:
     """(share of prompt tokens repeated across prompts, where the figure comes from)."""
-    caching = facts.experiments.get("caching")
-    if caching:
-        sample = CachingResult.from_dict(caching).prompt_sample
+    caching = facts.experiments.caching
+    if caching is not None:
+        sample = caching.prompt_sample
         if sample is not None:
             return sample.reuse_fraction, "caching.prompt_sample.reuse_fraction"
     workload = facts.workload
@@ -44,9 +42,8 @@ def prompt_reuse(facts: Facts) -> tuple[float, str]:
 
 def smallest_weights(facts: Facts, tolerance: QualityTolerance) -> tuple[int, str]:
     """The smallest weights quantization offers within the tolerance, and how that is known."""
-    data = facts.experiments.get("quantization")
-    if data:
-        result = QuantizationResult.from_dict(data)
+    result = facts.experiments.quantization
+    if result is not None:
         ok = acceptable(result, tolerance)
         reference = result.reference_variant
         if ok and reference and reference.weights_bytes:

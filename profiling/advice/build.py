@@ -1,7 +1,7 @@
 """The advice and the predictions of a profile, or of an analytic estimate.
 
-    advise_profile(profile_dict, shapes)        -> Advice (basis "measured")
-    profile_predictions(profile_dict, shapes)   -> [PredictionPoint]
+    advise_profile(profile, shapes)        -> Advice (basis "measured")
+    profile_predictions(profile, shapes)   -> [PredictionPoint]
     estimate_report(shapes, gpu, ...)           -> (Advice, [PredictionPoint]), all "estimated"
 
 Predictions of a profile: every measured prefill and decode point predicted
@@ -44,6 +44,7 @@ from profiling.estimate import (
     relative_error,
 )
 from profiling.hardware import GPU
+from profiling.profile import Profile
 from profiling.shapes import Shapes
 
 RANKING = (
@@ -144,7 +145,7 @@ def missing(
     judged = {r.technique for r in recommendations} | {r.technique for r in refused}
     out = []
     for technique in TECHNIQUES:
-        if technique in facts.experiments:
+        if getattr(facts.experiments, technique) is not None:
             continue
         how = "estimated" if technique in judged else "not judged"
         lead = "not run in this job" if facts.measured else "no experiment runs in an estimate"
@@ -158,26 +159,26 @@ def missing(
 
 
 def advise_profile(
-    profile: dict[str, Any],
+    profile: Profile,
     shapes: Shapes | None = None,
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
 ) -> Advice:
-    """The advice for a profile's JSON; raises ValueError when it has no verdict."""
+    """The advice for a profile; raises ValueError when it has no verdict."""
     return advise(Facts.from_profile(profile, shapes), tolerance)
 
 
-def profile_predictions(profile: dict[str, Any], shapes: Shapes) -> list[PredictionPoint]:
-    env, mem = profile["environment"], profile["memory"]
-    dtype, device = env.get("dtype") or "float32", env.get("device_name") or env.get("device")
+def profile_predictions(profile: Profile, shapes: Shapes) -> list[PredictionPoint]:
+    env, mem = profile.environment, profile.memory
+    dtype, device = env.dtype or "float32", env.device_name or env.device
     out = [
         PredictionPoint(p.metric, "s", {**p.at, "device": device}, p.predicted, p.measured,
                         p.error, CALIBRATED, "predicted by a fit to the other points of its phase")
         for p in leave_one_out(shapes, profile)
     ]  # fmt: skip
     for metric, predicted, measured in (
-        ("weights_bytes", shapes.weights_bytes(dtype), mem["weights_bytes"]),
+        ("weights_bytes", shapes.weights_bytes(dtype), mem.weights_bytes),
         ("kv_cache_bytes_per_token", shapes.kv_bytes_per_token(dtype),
-         mem["kv_cache_bytes_per_token"]),
+         mem.kv_cache_bytes_per_token),
     ):  # fmt: skip
         out.append(
             PredictionPoint(metric, "bytes", {"dtype": dtype}, float(predicted), float(measured),
@@ -189,41 +190,40 @@ def profile_predictions(profile: dict[str, Any], shapes: Shapes) -> list[Predict
 
 
 def _workload_projection(
-    profile: dict[str, Any], shapes: Shapes, dtype: str, device: str
+    profile: Profile, shapes: Shapes, dtype: str, device: str
 ) -> list[PredictionPoint]:
-    config, verdict, mem = profile["config"], profile.get("verdict"), profile["memory"]
-    workload = Workload(**config["workload"])
+    config, verdict, mem = profile.config, profile.verdict, profile.memory
+    workload = config.workload
     calibration = calibrate(shapes, profile, device)
     projection = _project(shapes, calibration, dtype, workload, None, 1)
     measured = None
     if verdict:
-        kv = mem["kv_cache_bytes_per_token"] * workload.concurrency * workload.context_tokens
+        kv = mem.kv_cache_bytes_per_token * workload.concurrency * workload.context_tokens
         measured = {
-            "ttft_seconds": verdict["prefill_seconds"],
-            "tpot_seconds": verdict["tpot_ms"] / 1e3,
-            "decode_tokens_per_second": workload.concurrency / (verdict["tpot_ms"] / 1e3),
-            "memory_bytes": float(mem["weights_bytes"] + kv),
+            "ttft_seconds": verdict.prefill_seconds,
+            "tpot_seconds": verdict.tpot_ms / 1e3,
+            "decode_tokens_per_second": workload.concurrency / (verdict.tpot_ms / 1e3),
+            "memory_bytes": float(mem.weights_bytes + kv),
         }
     note = (
         f"your workload projected with rates fitted to every measured point on {device}; "
         "measured: the verdict's interpolation of the measured sweep at this workload"
     )
     out = projection_points(projection, workload, device, PROJECTED, measured, note)
-    gpu = _target_gpu(config, profile["environment"])
+    gpu = _target_gpu(config.hardware.gpu_kind, profile.environment.gpu_kind)
     if gpu is not None:
         target_dtype = dtype if dtype in ("bfloat16", "float16") else "bfloat16"
         rates = assumed(gpu, target_dtype)
-        count = config["hardware"].get("gpu_count", 1)
+        count = config.hardware.gpu_count
         target = _project(shapes, rates, target_dtype, workload, gpu, count)
         out += projection_points(target, workload, f"{count}× {gpu.key}", ESTIMATED, None,
                                  rates.note)  # fmt: skip
     return out
 
 
-def _target_gpu(config: dict[str, Any], env: dict[str, Any]) -> GPU | None:
+def _target_gpu(kind: str | None, profiled_kind: str | None) -> GPU | None:
     """The deployment GPU when it is not the device the profile ran on."""
-    kind = config["hardware"].get("gpu_kind")
-    if not kind or kind == env.get("gpu_kind"):
+    if not kind or kind == profiled_kind:
         return None
     try:
         return hardware.lookup(kind)

@@ -1,7 +1,7 @@
 """The figures the advice rests on, read from a profile or from an analytic projection.
 
-`Facts.from_profile` reads a profile's JSON (`Profile.to_dict()`), so a stored
-report can be advised again by the site without torch; `Facts.from_projection`
+`Facts.from_profile` reads a typed profile (a stored one too, so the site can
+advise it again without torch); `Facts.from_projection`
 builds the same figures from shapes and datasheet rates for
 `python -m profiling estimate`. The rules never look anywhere else.
 """
@@ -9,14 +9,14 @@ builds the same figures from shapes and datasheet rates for
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from profiling import hardware, memory, serde
+from profiling import hardware, memory
 from profiling.advice.results import ESTIMATED, MEASURED
 from profiling.config import Workload
 from profiling.estimate import Calibration, Projection, calibrate
 from profiling.hardware import GPU
-from profiling.results import FitCheck
+from profiling.profile import Experiments, Profile
+from profiling.results import DecodePoint, FitCheck, PrefillPoint
 from profiling.shapes import DTYPE_BYTES, Shapes
 from profiling.verdict import nearest_batch
 
@@ -47,7 +47,7 @@ class Facts:
     prefill_fraction_of_peak: float | None = None
     shapes: Shapes | None = None
     calibration: Calibration | None = None
-    experiments: dict[str, Any] = field(default_factory=dict)
+    experiments: Experiments = field(default_factory=Experiments)
 
     @property
     def measured(self) -> bool:
@@ -82,46 +82,40 @@ class Facts:
         )
 
     @classmethod
-    def from_profile(cls, profile: dict[str, Any], shapes: Shapes | None = None) -> Facts:
-        """Facts of a measured profile (its `to_dict()`); raises ValueError without a verdict."""
-        verdict = profile.get("verdict")
-        if not verdict:
+    def from_profile(cls, profile: Profile, shapes: Shapes | None = None) -> Facts:
+        """Facts of a measured profile; raises ValueError without a verdict."""
+        verdict = profile.verdict
+        if verdict is None:
             raise ValueError("the profile has no verdict (no prefill or decode points)")
-        config, env, mem = profile["config"], profile["environment"], profile["memory"]
-        workload = Workload(**config["workload"])
-        names = profile.get("experiments_run", [])
-        experiments = {n: profile[n] for n in names if n in profile}
-        if "disaggregation" in profile and profile["disaggregation"] is not None:
-            experiments.setdefault("disaggregation", profile["disaggregation"])
-        fit = serde.from_dict(FitCheck, mem["fit"]) if mem.get("fit") else None
-        gpu = _gpu(config["hardware"].get("gpu_kind") or env.get("gpu_kind"))
+        config, env, mem = profile.config, profile.environment, profile.memory
+        workload = config.workload
         calibration = None
-        if shapes is not None and profile.get("prefill") and profile.get("decode"):
-            calibration = calibrate(shapes, profile, env.get("device_name", ""))
+        if shapes is not None and profile.prefill and profile.decode:
+            calibration = calibrate(shapes, profile, env.device_name)
         return cls(
             basis=MEASURED,
             workload=workload,
-            stated_bottleneck=config.get("stated_bottleneck", "unsure"),
-            dtype=env.get("dtype") or "float32",
-            device=env.get("device", ""),
-            gpu=gpu,
-            gpu_count=config["hardware"].get("gpu_count", 1),
-            ttft_seconds=verdict["ttft_ms"] / 1e3,
-            tpot_seconds=verdict["tpot_ms"] / 1e3,
-            prefill_share=verdict["prefill_share"],
-            decode_share=verdict["decode_share"],
-            end_to_end_seconds=verdict["end_to_end_seconds"],
-            ttft_meets_target=verdict.get("ttft_meets_target"),
-            tpot_meets_target=verdict.get("tpot_meets_target"),
-            weights_bytes=mem["weights_bytes"],
-            kv_bytes_per_token=mem["kv_cache_bytes_per_token"],
-            fit=fit,
+            stated_bottleneck=config.stated_bottleneck or "unsure",
+            dtype=env.dtype or "float32",
+            device=env.device,
+            gpu=_gpu(config.hardware.gpu_kind or env.gpu_kind),
+            gpu_count=config.hardware.gpu_count,
+            ttft_seconds=verdict.ttft_ms / 1e3,
+            tpot_seconds=verdict.tpot_ms / 1e3,
+            prefill_share=verdict.prefill_share,
+            decode_share=verdict.decode_share,
+            end_to_end_seconds=verdict.end_to_end_seconds,
+            ttft_meets_target=verdict.ttft_meets_target,
+            tpot_meets_target=verdict.tpot_meets_target,
+            weights_bytes=mem.weights_bytes,
+            kv_bytes_per_token=mem.kv_cache_bytes_per_token,
+            fit=mem.fit,
             timing_key="verdict",
-            decode_fraction_of_peak=_decode_peak(profile["decode"], workload.concurrency),
-            prefill_fraction_of_peak=_prefill_peak(profile["prefill"], workload.prompt_tokens),
+            decode_fraction_of_peak=_decode_peak(profile.decode, workload.concurrency),
+            prefill_fraction_of_peak=_prefill_peak(profile.prefill, workload.prompt_tokens),
             shapes=shapes,
             calibration=calibration,
-            experiments=experiments,
+            experiments=profile.experiments,
         )
 
     @classmethod
@@ -176,17 +170,16 @@ def _meets(seconds: float, target_ms: float | None) -> bool | None:
     return None if target_ms is None else seconds * 1e3 <= target_ms
 
 
-def _decode_peak(points: list[dict[str, Any]], concurrency: int) -> float | None:
-    known = [p for p in points if p.get("fraction_of_peak") is not None]
+def _decode_peak(points: list[DecodePoint], concurrency: int) -> float | None:
+    known = [p for p in points if p.fraction_of_peak is not None]
     if not known:
         return None
-    batch = nearest_batch(sorted({p["batch_size"] for p in known}), concurrency)
-    return max(p["fraction_of_peak"] for p in known if p["batch_size"] == batch)
+    batch = nearest_batch(sorted({p.batch_size for p in known}), concurrency)
+    return max(p.fraction_of_peak or 0.0 for p in known if p.batch_size == batch)
 
 
-def _prefill_peak(points: list[dict[str, Any]], prompt_tokens: int) -> float | None:
-    known = [p for p in points if p.get("fraction_of_peak") is not None]
+def _prefill_peak(points: list[PrefillPoint], prompt_tokens: int) -> float | None:
+    known = [p for p in points if p.fraction_of_peak is not None]
     if not known:
         return None
-    nearest = min(known, key=lambda p: abs(p["prompt_tokens"] - prompt_tokens))
-    return nearest["fraction_of_peak"]
+    return min(known, key=lambda p: abs(p.prompt_tokens - prompt_tokens)).fraction_of_peak

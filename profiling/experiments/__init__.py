@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiling.config import ConfigError, ProfileConfig
+from profiling.profile import Profile
 from profiling.progress import Progress
-from profiling.results import Profile
 from profiling.timing import Clock
 
 
@@ -35,10 +35,10 @@ class ExperimentContext:
     profile: Profile  # the baseline profile measured so far
 
 
-Experiment = Callable[[ExperimentContext], dict[str, Any]]
+Experiment = Callable[[ExperimentContext], Any]  # a technique's typed result
 
 
-def _speculative(context: ExperimentContext) -> dict[str, Any]:
+def _speculative(context: ExperimentContext) -> Any:
     from profiling.experiments import speculative
 
     config = context.config
@@ -50,25 +50,25 @@ def _speculative(context: ExperimentContext) -> dict[str, Any]:
     )
 
 
-def _quantization(context: ExperimentContext) -> dict[str, Any]:
+def _quantization(context: ExperimentContext) -> Any:
     from profiling.experiments import quantization
 
     return quantization.run_for_context(context)
 
 
-def _caching(context: ExperimentContext) -> dict[str, Any]:
+def _caching(context: ExperimentContext) -> Any:
     from profiling.experiments import caching
 
     return caching.run_for_context(context)
 
 
-def _parallel(context: ExperimentContext) -> dict[str, Any]:
+def _parallel(context: ExperimentContext) -> Any:
     from profiling.experiments import parallel
 
     result = parallel.run_for_context(context)
     # Disaggregation is reported beside it, at the top level of the profile JSON
     # (see profiling.experiments.parallel); the runner then stores "parallel".
-    context.profile.experiments["disaggregation"] = result["disaggregation"]
+    context.profile.experiments.disaggregation = result.disaggregation
     return result
 
 

@@ -331,7 +331,7 @@ def _add_sample_ttft(
 # -- wiring into the runner -------------------------------------------------------
 
 
-def run_for_context(context: Any) -> dict[str, Any]:
+def run_for_context(context: Any) -> CachingResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
     loaded, config = context.loaded, context.config
     plan = make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)
@@ -348,4 +348,4 @@ def run_for_context(context: Any) -> dict[str, Any]:
         model_name=loaded.info.name,
         config_only=loaded.info.config_only,
     )
-    return result.to_dict()
+    return result

@@ -58,7 +58,7 @@ TP_TIMEOUT_S = {True: 300.0, False: 900.0}  # quick, full
 PLAN_AGREEMENT = 0.02  # measured per-rank shards within 2 % of the TP plan
 
 
-def run_for_context(context: Any) -> dict[str, Any]:
+def run_for_context(context: Any) -> ParallelResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
     from profiling.progress import span
 
@@ -86,7 +86,7 @@ def run_for_context(context: Any) -> dict[str, Any]:
     result.finding = finding(result)
     result.warnings = warnings_for(result) + disaggregation.warnings
     progress(PHASE, 1.0, result.finding.split(". ")[0])
-    return result.to_dict()
+    return result
 
 
 # -- plans ----------------------------------------------------------------------

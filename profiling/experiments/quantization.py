@@ -181,7 +181,7 @@ def _report(progress: Progress | None, fraction: float, message: str) -> None:
 # -- wiring into the runner -------------------------------------------------------
 
 
-def run_for_context(context: Any) -> dict[str, Any]:
+def run_for_context(context: Any) -> QuantizationResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
     plan = make_plan(context.config, context.dtype)
     result = run_quantization(
@@ -193,4 +193,4 @@ def run_for_context(context: Any) -> dict[str, Any]:
         clock=context.clock,
         progress=context.progress,
     )
-    return result.to_dict()
+    return result

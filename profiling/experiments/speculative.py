@@ -331,7 +331,7 @@ def run_for_context(
     draft_name: str | None = None,
     ks: list[int] | None = None,
     prompt_lookup: bool = True,
-) -> dict[str, Any]:
+) -> SpeculativeResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext).
 
     The draft defaults to the target's known draft (`demo` -> `demo-draft`);
@@ -356,4 +356,4 @@ def run_for_context(
         clock=context.clock,
         target_name=loaded.info.name,
     )
-    return result.to_dict()
+    return result

@@ -14,11 +14,9 @@ from typing import Any
 import pytest
 
 from advisor.reports import charts, experiment_charts, quantization
-from profiling import serde, units
-from profiling.caching.results import CachingResult
-from profiling.parallel.results import ParallelResult
+from profiling import units
+from profiling.profile import Profile
 from profiling.quantization.results import DOES_NOT_FIT, QuantVariant
-from profiling.results import Profile
 from tests.advisor.cachedata import (
     caching_result,
     disaggregation_result,
@@ -155,7 +153,7 @@ def test_the_speculative_chart_has_acceptance_and_speedup_per_draft_and_batch(sp
 
 def test_the_quantization_chart_puts_each_measured_variant_at_its_memory_and_tok_s():
     result = quantization_result()
-    figure = experiment_charts.quantization_chart(result.to_dict())
+    figure = experiment_charts.quantization_chart(result)
     assert json.loads(json.dumps(figure)) == figure
     batch_1, batch_8 = figure["data"]
     measured = [v for v in result.variants if v.status == "measured"]  # not int4
@@ -175,7 +173,7 @@ def test_a_big_model_is_charted_in_gb_and_a_variant_that_did_not_fit_is_left_out
         if variant.weights_bytes is not None:
             variant.weights_bytes *= 1000
     result.variants.append(QuantVariant("fp16", "fp16", DOES_NOT_FIT, reason="out of memory"))
-    figure = experiment_charts.quantization_chart(result.to_dict())
+    figure = experiment_charts.quantization_chart(result)
     assert figure["layout"]["xaxis"]["title"]["text"] == "weights (GB)"
     assert figure["data"][0]["x"] == [8.0, 2.0]
 
@@ -185,7 +183,7 @@ def test_all_charts_has_the_quantization_figure_when_the_result_has_it(demo_resu
     figures = charts.all_charts(profile)
     assert set(figures) == {"memory", "prefill", "decode", "predictions", "quantization"}
     assert figures["quantization"] == experiment_charts.quantization_chart(
-        profile.experiments["quantization"]
+        profile.experiments.quantization
     )
 
 
@@ -250,7 +248,7 @@ def test_unknown_values_print_a_dash(name, value):
 
 def test_the_caching_chart_has_cold_and_warm_ttft_over_prefix_share_with_bands():
     result = caching_result()
-    figure = experiment_charts.caching_chart(result.to_dict())
+    figure = experiment_charts.caching_chart(result)
     assert json.loads(json.dumps(figure)) == figure
     cold, warm, shared, sample = figure["data"]
     shares = [100 * p.prefix_share for p in result.prefix_sweep]
@@ -274,7 +272,7 @@ def test_the_caching_chart_has_cold_and_warm_ttft_over_prefix_share_with_bands()
 def test_the_caching_chart_sorts_by_share_and_skips_missing_extras():
     result = caching_result(shared_prefix=None, prompt_sample=None)
     result.prefix_sweep.reverse()
-    figure = experiment_charts.caching_chart(result.to_dict())
+    figure = experiment_charts.caching_chart(result)
     assert [trace["name"] for trace in figure["data"]] == [
         "cold (whole prompt)", "warm (prefix cached)",
     ]  # fmt: skip
@@ -282,12 +280,12 @@ def test_the_caching_chart_sorts_by_share_and_skips_missing_extras():
 
 
 def test_the_prefix_histogram_has_a_bar_per_bucket_in_tokens_or_bytes():
-    sample = serde.to_dict(sample_reuse())
+    sample = sample_reuse()
     figure = experiment_charts.prefix_histogram_chart(sample)
     (bars,) = figure["data"]
     assert bars["x"] == ["0", "1–15", "16–63", "4,096+"] and bars["y"] == [1, 0, 11, 0]
     assert figure["layout"]["xaxis"]["title"]["text"] == "reused prefix (tokens)"
-    sample["tokenization"] = "bytes"
+    sample.tokenization = "bytes"
     assert (
         "(bytes)"
         in experiment_charts.prefix_histogram_chart(sample)["layout"]["xaxis"]["title"]["text"]
@@ -296,7 +294,7 @@ def test_the_prefix_histogram_has_a_bar_per_bucket_in_tokens_or_bytes():
 
 def test_the_interference_chart_compares_decode_alone_and_mixed_with_the_target():
     split = disaggregation_result()
-    figure = experiment_charts.interference_chart(split.to_dict())
+    figure = experiment_charts.interference_chart(split)
     (bars,) = figure["data"]
     assert bars["x"] == ["decode alone", "with a prefill joining"]
     assert bars["y"] == pytest.approx([20.0, 80.0])
@@ -304,7 +302,7 @@ def test_the_interference_chart_compares_decode_alone_and_mixed_with_the_target(
     assert target["y0"] == target["y1"] == pytest.approx(50.0)
     assert target["label"]["text"] == "TPOT target 50.0 ms"
     no_target = experiment_charts.interference_chart(
-        disaggregation_result(tpot_target_seconds=None).to_dict()
+        disaggregation_result(tpot_target_seconds=None)
     )
     assert "shapes" not in no_target["layout"]
 
@@ -316,7 +314,9 @@ def test_all_charts_has_the_caching_and_interference_figures_when_run(demo_resul
     profile = Profile.from_dict(result)
     figures = charts.all_charts(profile)
     assert {"caching", "caching_sample", "interference"} <= set(figures)
-    assert figures["interference"] == experiment_charts.interference_chart(result["disaggregation"])
+    assert figures["interference"] == experiment_charts.interference_chart(
+        profile.experiments.disaggregation
+    )
     assert json.loads(json.dumps(figures)) == figures
 
 
@@ -325,7 +325,7 @@ def test_a_real_cli_result_gives_every_new_figure():
         (Path(__file__).parent / "fixtures" / "cli_caching_parallel.json").read_text()
     )
     profile = Profile.from_dict(data)
-    assert {"caching", "parallel", "disaggregation"} <= set(profile.experiments)
+    assert {"caching", "parallel", "disaggregation"} <= set(profile.experiments.names())
     figures = charts.all_charts(profile)
     cold = figures["caching"]["data"][0]
     assert len(cold["x"]) == len(data["caching"]["prefix_sweep"]) and None not in cold["y"]
@@ -339,5 +339,5 @@ def test_a_real_cli_result_gives_every_new_figure():
 def test_caching_and_parallel_results_round_trip_through_the_profile(demo_result):
     result = with_parallel(with_caching(demo_result, caching_result()), parallel_result())
     profile = Profile.from_dict(result)
-    assert CachingResult.from_dict(profile.experiments["caching"]) == caching_result()
-    assert ParallelResult.from_dict(profile.experiments["parallel"]) == parallel_result()
+    assert profile.experiments.caching == caching_result()
+    assert profile.experiments.parallel == parallel_result()

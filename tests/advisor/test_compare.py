@@ -20,6 +20,7 @@ from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
 from advisor.reports.compare import figure_row
 from profiling.advice.build import advise_profile
+from profiling.profile import Profile
 from profiling.shapes import Shapes
 from profiling.units import gb
 from tests.advisor.quantdata import quantization_result, with_quantization
@@ -45,7 +46,7 @@ def with_advice(result: dict[str, Any]) -> dict[str, Any]:
         "num_key_value_heads": model["num_key_value_heads"], "head_dim": model["head_dim"],
         "vocab_size": model["vocab_size"], "torch_dtype": "float32",
     })  # fmt: skip
-    result["advice"] = advise_profile(result, shapes).to_dict()
+    result["advice"] = advise_profile(Profile.from_dict(result), shapes).to_dict()
     return result
 
 

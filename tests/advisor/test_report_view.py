@@ -52,7 +52,7 @@ def test_noisy_points_are_flagged(browser, demo_result):
     samples = demo_result["prefill"][0]["seconds"]["samples"]
     samples[samples.index(max(samples))] *= 3
     html = report_html(browser, demo_result)
-    from profiling.results import Profile
+    from profiling.profile import Profile
 
     profile = Profile.from_dict(demo_result)
     noisy = sum(p.seconds.noisy for p in profile.prefill) + sum(

@@ -14,7 +14,7 @@ from django.conf import settings
 from advisor.jobs import child, dispatch, spec
 from advisor.jobs.models import Job, Worker
 from profiling.config import ConfigError, ProfileConfig
-from profiling.results import Profile
+from profiling.profile import Profile
 from tests.conftest import wait_for_job
 from tests.polling import until
 

@@ -19,10 +19,10 @@ from profiling.advice.build import advise_profile
 from profiling.advice.quality import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
 from profiling.advice.results import Advice, PredictionPoint
 from profiling.config import Hardware, ProfileConfig
+from profiling.profile import Profile
 from profiling.quantization.results import (
     FAILED,
 )
-from profiling.results import Profile
 from profiling.shapes import Shapes
 from tests.profiling.advice_scenarios import (
     WORKLOAD,
@@ -75,7 +75,7 @@ def base(real: Profile, shapes: Shapes) -> dict[str, Any]:
 def test_decode_dominated_demo_is_generation_and_names_the_missing_experiments(
     base: dict[str, Any], shapes: Shapes
 ) -> None:
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert advice.bottleneck == "generation" and advice.basis == "measured"
     names = {n.name: n for n in advice.deciding_numbers}
     assert names["decode_share"].value == pytest.approx(0.9)
@@ -97,7 +97,7 @@ def test_weights_that_fit_only_quantized_are_a_memory_bottleneck_quantization_fi
         "quantization",
         quantization_result(quant_variant("int8", 2_100_000, 0.012, top1=0.99, ppl=20.1)),
     )
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert advice.bottleneck == "memory"
     first = advice.recommendations[0]
     assert first.technique == "quantization" and first.basis == "measured"
@@ -113,7 +113,7 @@ def test_weights_too_large_even_quantized_need_devices_parallel_first(
     base: dict[str, Any], shapes: Shapes
 ) -> None:
     set_weights(base, 400_000_000_000)  # int8 would still be 100 GB on one 80 GB H100
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert advice.bottleneck == "devices"
     first = advice.recommendations[0]
     assert first.technique == "parallel" and first.setting.startswith("TP=")
@@ -125,7 +125,7 @@ def test_repeated_prompts_make_prompt_work_the_bottleneck_caching_first(
 ) -> None:
     set_shares(base, prefill=0.35)
     add_experiment(base, "caching", caching_result(reuse=0.6))
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert advice.bottleneck == "prompt"
     first = advice.recommendations[0]
     assert first.technique == "caching" and first.basis == "measured"
@@ -143,7 +143,7 @@ def test_a_measured_speculative_speedup_beats_a_smaller_quantization_gain(
     int8 = quant_variant("int8", 2_100_000, 0.008, top1=0.99, ppl=20.1)  # 1.25× faster
     add_experiment(base, "quantization", quantization_result(int8))
     add_experiment(base, "speculative", speculative_result(sweep_point(2.2), sweep_point(1.6, k=2)))
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert techniques(advice)[:2] == ["speculative", "quantization"]
     first = advice.recommendations[0]
     assert first.setting == "draft demo-draft with K=4" and first.gain == pytest.approx(2.2)
@@ -159,7 +159,7 @@ def test_prefills_stalling_decode_past_the_tpot_target_put_disaggregation_first(
     add_experiment(
         base, "disaggregation", disaggregation_result(alone=0.010, mixed=0.050, target=0.020)
     )
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     first = advice.recommendations[0]
     assert first.technique == "disaggregation" and first.setting.endswith("1 prefill : 3 decode")
     assert first.gain == pytest.approx(5.0)
@@ -177,7 +177,7 @@ def test_speculative_slower_at_the_users_concurrency_is_refused(
         "speculative",
         speculative_result(sweep_point(2.0, batch=1), sweep_point(0.8, batch=8)),
     )
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert "speculative" not in techniques(advice)
     (why,) = refusals(advice, "speculative")
     assert "0.80×" in why and "batch 8" in why
@@ -193,7 +193,7 @@ def test_a_variant_outside_the_quality_tolerance_is_refused_with_its_figure(
                                ppl=20.0 * (1 + 2 * MAX_PERPLEXITY_INCREASE))  # fmt: skip
     good = quant_variant("int8", 2_100_000, 0.005, top1=0.99, ppl=20.1, kept=("lm_head",))
     add_experiment(base, "quantization", quantization_result(low_agreement, high_perplexity, good))
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     first = advice.recommendations[0]
     assert first.technique == "quantization"
     assert first.setting == "int8 weight-only (torchao), keep lm_head in fp32"
@@ -210,7 +210,7 @@ def test_failed_measurements_are_never_recommended(base: dict[str, Any], shapes:
     add_experiment(base, "caching", caching_result(reuse=0.6, matches=False))
     add_experiment(base, "parallel", parallel_failed())
     add_experiment(base, "speculative", speculative_result(sweep_point(2.0, matches=False)))
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert advice.recommendations == []
     assert "torchao kernel crashed" in refusals(advice, "quantization")[0]
     assert "differed" in refusals(advice, "caching")[0]
@@ -222,12 +222,12 @@ def test_a_stated_bottleneck_is_checked_against_the_figures(
     base: dict[str, Any], shapes: Shapes
 ) -> None:
     base["config"]["stated_bottleneck"] = "prompt"
-    advice = advise_profile(base, shapes)
+    advice = advise_profile(Profile.from_dict(base), shapes)
     assert advice.agrees is False and "prefill is only 10%" in advice.agreement_note
     base["config"]["stated_bottleneck"] = "generation"
-    assert advise_profile(base, shapes).agrees is True
+    assert advise_profile(Profile.from_dict(base), shapes).agrees is True
     base["config"]["stated_bottleneck"] = "unsure"
-    assert advise_profile(base, shapes).agrees is None
+    assert advise_profile(Profile.from_dict(base), shapes).agrees is None
 
 
 # -- attached to a real profile, and round trips ---------------------------------

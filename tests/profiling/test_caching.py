@@ -17,7 +17,7 @@ from profiling.caching.results import CachingResult
 from profiling.config import Workload
 from profiling.experiments import REGISTRY, caching
 from profiling.memory import kv_bytes_per_token_measured
-from profiling.results import Profile
+from profiling.profile import Profile
 from tests.profiling.test_cli import run_cli
 from tests.profiling.tiny import tiny_llama_config
 
@@ -247,8 +247,8 @@ def test_the_cli_profiles_caching_with_a_prompt_file(tmp_path: Path) -> None:
     assert data["caching"]["shared_prefix"]["prefix_tokens"] == 64
     assert data["caching"]["multi_turn"] and data["caching"]["finding"]
     profile = Profile.from_dict(data)
-    result = CachingResult.from_dict(profile.experiments["caching"])
-    assert result.to_dict() == data["caching"]
+    result = profile.experiments.caching
+    assert isinstance(result, CachingResult) and result.to_dict() == data["caching"]
 
 
 def test_the_cli_refuses_a_bad_prompt_file_with_exit_2(tmp_path: Path) -> None:

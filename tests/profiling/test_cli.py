@@ -12,7 +12,7 @@ import pytest
 
 from profiling import cli
 from profiling.errors import OutOfMemory
-from profiling.results import Profile
+from profiling.profile import Profile
 from tests.profiling.tiny import save_tiny_llama_dir
 
 REPO = Path(__file__).resolve().parents[2]

@@ -21,6 +21,7 @@ from profiling.estimate import (
     project,
     shipped_configs,
 )
+from profiling.profile import Profile
 from profiling.shapes import Shapes
 from tests.profiling.tiny import tiny_llama_config
 
@@ -136,7 +137,7 @@ def test_calibrated_predictions_on_demo_at_held_out_shapes(demo_profile: dict) -
     from profiling.demo import ensure_demo
 
     shapes = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
-    predictions = leave_one_out(shapes, demo_profile)
+    predictions = leave_one_out(shapes, Profile.from_dict(demo_profile))
     assert {p.metric for p in predictions} == {"prefill_seconds", "decode_seconds_per_step"}
     assert len(predictions) == len(demo_profile["prefill"]) + len(demo_profile["decode"])
     for p in predictions:
@@ -146,5 +147,5 @@ def test_calibrated_predictions_on_demo_at_held_out_shapes(demo_profile: dict) -
     print(f"median |error| over held-out points: {error:.1%}")
     # Generous: two shared cores make single points noisy; a wrong model is off by far more.
     assert error < 0.5
-    fitted = calibrate(shapes, demo_profile)
+    fitted = calibrate(shapes, Profile.from_dict(demo_profile))
     assert fitted.basis == CALIBRATED and fitted.prefill.points == len(demo_profile["prefill"])

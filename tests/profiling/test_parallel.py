@@ -18,7 +18,8 @@ from profiling.parallel.interference import Interference, measure_interference
 from profiling.parallel.launch import TPRequest, run_tp
 from profiling.parallel.plans import ParamBytes
 from profiling.parallel.results import DisaggregationResult, ParallelResult
-from profiling.results import Profile, Samples
+from profiling.profile import Profile
+from profiling.results import Samples
 from profiling.timing import CpuClock
 from tests.profiling.tiny import save_tiny_llama_dir
 

@@ -10,7 +10,7 @@ import pytest
 from profiling.config import ConfigError, Hardware, ProfileConfig, Workload
 from profiling.errors import ModelSourceError, OutOfMemory
 from profiling.experiments import REGISTRY
-from profiling.results import Profile
+from profiling.profile import Profile
 from profiling.runner import run_profile
 from tests.profiling.tiny import save_tiny_llama_dir
 

@@ -124,7 +124,7 @@ def test_plan_sweeps_batch_one_and_the_capped_concurrency() -> None:
     assert speculative.default_draft_name("demo") == "demo-draft"
 
 
-def test_run_for_context_loads_the_named_draft_and_returns_the_result_dict(tiny, tmp_path) -> None:
+def test_run_for_context_loads_the_named_draft_and_returns_its_typed_result(tiny, tmp_path) -> None:
     from types import SimpleNamespace
 
     from profiling.config import ProfileConfig, Workload
@@ -142,8 +142,10 @@ def test_run_for_context_loads_the_named_draft_and_returns_the_result_dict(tiny,
         clock=FakeClock(),
         progress=lambda phase, fraction, message: None,
     )
-    data = speculative.run_for_context(context, draft_name=str(tmp_path / "draft"), ks=[2])
-    assert SpeculativeResult.from_dict(data).to_dict() == data
+    result = speculative.run_for_context(context, draft_name=str(tmp_path / "draft"), ks=[2])
+    assert isinstance(result, SpeculativeResult)
+    data = result.to_dict()
+    assert SpeculativeResult.from_dict(data) == result
     assert {(s["draft"], s["k"], s["batch_size"]) for s in data["sweeps"]} == {
         (str(tmp_path / "draft"), 2, 1),
         (str(tmp_path / "draft"), 2, 2),

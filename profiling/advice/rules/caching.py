@@ -20,10 +20,9 @@ from profiling.caching.results import CachingResult
 
 
 def caching(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    data = facts.experiments.get("caching")
-    if not data:
+    result = facts.experiments.caching
+    if result is None:
         return fallback.caching(facts)
-    result = CachingResult.from_dict(data)
     sample, shared = result.prompt_sample, result.shared_prefix
     if sample is not None and sample.cold_ttft_seconds and sample.warm_ttft_seconds:
         point, key = sample.measured, "caching.prompt_sample"

@@ -20,10 +20,9 @@ from profiling.parallel.results import DisaggregationResult
 
 
 def disaggregation(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    data = facts.experiments.get("disaggregation")
-    if not data:
+    d = facts.experiments.disaggregation
+    if d is None:
         return fallback.disaggregation(facts)
-    d = DisaggregationResult.from_dict(data)
     key = "disaggregation"
     if facts.workload.concurrency == 1:
         why = "one request at a time: no prefill ever joins another request's decode"

@@ -17,14 +17,13 @@ from profiling.advice.results import (
 )
 from profiling.advice.rules.common import Outcome
 from profiling.advice.text import gb
-from profiling.parallel.results import BASIS_MEASURED, ParallelResult
+from profiling.parallel.results import BASIS_MEASURED
 
 
 def parallel(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    data = facts.experiments.get("parallel")
-    if not data:
+    result = facts.experiments.parallel
+    if result is None:
         return fallback.parallel(facts, goal)
-    result = ParallelResult.from_dict(data)
     measured = result.measured
     if measured.status == "failed":
         why = f"the tensor-parallel run failed: {measured.reason}"

@@ -24,10 +24,9 @@ from profiling.quantization.results import QuantizationResult, QuantVariant
 
 
 def quantization(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    data = facts.experiments.get("quantization")
-    if not data:
+    result = facts.experiments.quantization
+    if result is None:
         return fallback.quantization(facts, goal)
-    result = QuantizationResult.from_dict(data)
     reference = result.reference_variant
     if reference is None or reference.status != QUANT_MEASURED:
         why = "the reference precision could not be measured, so no variant can be judged"

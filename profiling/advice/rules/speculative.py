@@ -20,10 +20,9 @@ from profiling.verdict import nearest_batch
 
 
 def speculative(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    data = facts.experiments.get("speculative")
-    if not data:
+    result = facts.experiments.speculative
+    if result is None:
         return []
-    result = SpeculativeResult.from_dict(data)
     if not result.sweeps:
         why = "random weights or no sweep: acceptance unknown; " + (result.finding or "")
         return [NotRecommended("speculative", why.rstrip("; "), "speculative.verify_cost")]

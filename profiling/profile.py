@@ -1,0 +1,106 @@
+"""One profile's whole result: the measurements, each technique's typed result, the advice.
+
+The job's child process builds a `Profile`, serialises it once (`to_dict`) at
+its boundary, and the site parses it once (`Profile.from_dict`) when it loads a
+job. Every reader then works on attributes: a technique that did not run is
+`None`, never a missing key.
+
+The JSON keeps the shape of every earlier version: each technique's result sits
+at the top level under its name, listed in `experiments_run`. `schema_version`
+says which reader applies; a result from a newer version than this code is
+refused with a ValueError rather than misread.
+
+    1  typed results were dicts inside the profile (same JSON shape)
+    2  `experiments` typed per technique
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from profiling import serde
+from profiling.caching.results import CachingResult
+from profiling.config import ProfileConfig
+from profiling.parallel.results import DisaggregationResult, ParallelResult
+from profiling.quantization.results import QuantizationResult
+from profiling.results import (
+    DecodePoint,
+    Environment,
+    MemoryResult,
+    ModelInfo,
+    PhaseVerdict,
+    PrefillPoint,
+)
+from profiling.speculative.results import SpeculativeResult
+
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+
+
+@dataclass
+class Experiments:
+    """Each optional technique's result; None where it did not run."""
+
+    speculative: SpeculativeResult | None = None
+    quantization: QuantizationResult | None = None
+    caching: CachingResult | None = None
+    parallel: ParallelResult | None = None
+    # Reported beside `parallel` (the parallel experiment measures it).
+    disaggregation: DisaggregationResult | None = None
+
+    def names(self) -> list[str]:
+        """The techniques that ran, sorted."""
+        return sorted(f.name for f in fields(self) if getattr(self, f.name) is not None)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], names: list[str]) -> Experiments:
+        known = {f.name for f in fields(cls)}
+        return serde.from_dict(cls, {n: data[n] for n in names if n in known and n in data})
+
+
+@dataclass
+class Profile:
+    """Everything one profiling run measured."""
+
+    config: ProfileConfig
+    model: ModelInfo
+    environment: Environment
+    memory: MemoryResult
+    prefill: list[PrefillPoint]
+    decode: list[DecodePoint]
+    verdict: PhaseVerdict | None = None
+    warnings: list[str] = field(default_factory=list)
+    experiments: Experiments = field(default_factory=Experiments)
+    schema_version: int = SCHEMA_VERSION
+    # Derived after the measurements (profiling.advice.build): the advice's and each
+    # prediction point's `to_dict()`. None in results written before they existed.
+    advice: dict[str, Any] | None = None
+    predictions: list[dict[str, Any]] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON tree; each experiment's result sits at the top level under its name
+        (`speculative.sweeps`, `quantization.variants`), beside `memory` and `decode`."""
+        out = serde.to_dict(self)
+        experiments = {k: v for k, v in out.pop("experiments").items() if v is not None}
+        out["experiments_run"] = sorted(experiments)
+        out.update(experiments)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Profile:
+        """Read a stored result of any readable version (ValueError for a newer one)."""
+        version = data.get("schema_version", 1)
+        if version not in READABLE_VERSIONS:
+            raise ValueError(
+                f"result schema version {version} is newer than this code reads "
+                f"(up to {SCHEMA_VERSION})"
+            )
+        body = {k: v for k, v in data.items() if k != "experiments"}
+        profile = serde.from_dict(cls, body)
+        nested = data.get("experiments")
+        nested = nested if isinstance(nested, dict) else {}
+        names = data.get("experiments_run") or list(nested)
+        profile.experiments = Experiments.from_json({**nested, **data}, list(names))
+        profile.schema_version = SCHEMA_VERSION
+        return profile

@@ -1,0 +1,57 @@
+"""The stored result's versioned reader: older results open typed, newer ones are refused.
+
+`fixtures/profile_v1.json` is a result the CLI wrote at schema version 1
+(`python -m profiling profile demo --device cpu --quick --experiments
+caching,parallel`), kept as it was: `scripts/make-fixtures` does not touch it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.caching.results import CachingResult
+from profiling.parallel.results import DisaggregationResult, ParallelResult
+from profiling.profile import SCHEMA_VERSION, Profile
+
+V1 = json.loads((Path(__file__).parent / "fixtures" / "profile_v1.json").read_text())
+
+
+def test_a_version_1_result_opens_with_typed_experiments():
+    assert V1["schema_version"] == 1
+    profile = Profile.from_dict(V1)
+    ran = profile.experiments
+    assert isinstance(ran.caching, CachingResult)
+    assert isinstance(ran.parallel, ParallelResult)
+    assert isinstance(ran.disaggregation, DisaggregationResult)
+    assert ran.speculative is None and ran.quantization is None
+    assert ran.names() == sorted(V1["experiments_run"])
+    assert (
+        ran.caching.prefix_sweep[0].cold_ttft_seconds.median
+        == (V1["caching"]["prefix_sweep"][0]["cold_ttft_seconds"]["median"])
+    )
+
+
+def test_written_again_it_keeps_the_layout_at_the_current_version():
+    again = Profile.from_dict(V1).to_dict()
+    assert again["schema_version"] == SCHEMA_VERSION > 1
+    assert set(again) == set(V1)
+    for name in V1["experiments_run"]:
+        assert again[name] == V1[name]
+    assert Profile.from_dict(again) == Profile.from_dict(V1)
+
+
+def test_a_result_from_a_newer_version_is_refused_not_misread():
+    newer = copy.deepcopy(V1)
+    newer["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(ValueError, match="newer than this code reads"):
+        Profile.from_dict(newer)
+
+
+def test_an_experiment_listed_but_absent_is_none():
+    data = copy.deepcopy(V1)
+    del data["caching"]
+    assert Profile.from_dict(data).experiments.caching is None
