@@ -93,6 +93,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     from profiling.advice.text import render_advice, render_predictions
+    from profiling.advice_results import Advice, PredictionPoint
 
     model, hw = report["model"], report["hardware"]
     lines = [
@@ -100,7 +101,8 @@ def render(report: dict[str, Any]) -> str:
         f"{model['num_parameters'] / 1e9:,.2f} B parameters, {report['dtype']})",
         f"GPUs    {hw['gpu_count']}× {hw['gpu_label']} (datasheet peaks, assumed efficiencies)",
     ]
-    lines += render_predictions(report["predictions"]) + render_advice(report["advice"])
+    points = [PredictionPoint.from_dict(p) for p in report["predictions"]]
+    lines += render_predictions(points) + render_advice(Advice.from_dict(report["advice"]))
     return "\n".join(lines)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from profiling import serde
+from profiling.advice_results import Advice, PredictionPoint
 from profiling.caching.results import CachingResult
 from profiling.config import ProfileConfig
 from profiling.parallel.results import DisaggregationResult, ParallelResult
@@ -73,10 +74,10 @@ class Profile:
     warnings: list[str] = field(default_factory=list)
     experiments: Experiments = field(default_factory=Experiments)
     schema_version: int = SCHEMA_VERSION
-    # Derived after the measurements (profiling.advice.build): the advice's and each
-    # prediction point's `to_dict()`. None in results written before they existed.
-    advice: dict[str, Any] | None = None
-    predictions: list[dict[str, Any]] | None = None
+    # Derived after the measurements (profiling.advice.build). None in results written
+    # before they existed.
+    advice: Advice | None = None
+    predictions: list[PredictionPoint] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON tree; each experiment's result sits at the top level under its name

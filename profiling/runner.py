@@ -139,8 +139,8 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
     try:
         shapes = Shapes.from_config(model_config)
         profile.model.shapes = shapes
-        profile.predictions = [p.to_dict() for p in profile_predictions(profile, shapes)]
-        profile.advice = advise_profile(profile, shapes).to_dict() if profile.verdict else None
+        profile.predictions = profile_predictions(profile, shapes)
+        profile.advice = advise_profile(profile, shapes) if profile.verdict else None
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
         profile.warnings.append(f"advice and predictions could not be computed: {exc!r}")
 

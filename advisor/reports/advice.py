@@ -1,5 +1,5 @@
 """The advice section: the measured bottleneck, the ranked recommendations and
-what was not recommended or not judged, built from `result["advice"]`.
+what was not recommended or not judged, built from the profile's typed `Advice`.
 
 The library decides (`profiling.advice`); this module only says it with the
 report's units and links the evidence to the sections the page really has.
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.advice.results import ESTIMATED, Advice, Change, DecidingNumber, Evidence
+from profiling.advice_results import ESTIMATED, Advice, Change, DecidingNumber, Evidence
 from profiling.config import BOTTLENECK_LABELS
 from profiling.units import UNKNOWN, count, ms, pct, significant, size, tok_s
 
@@ -119,14 +119,10 @@ def agreement(advice: Advice) -> dict[str, Any]:
     }
 
 
-def section_context(raw: Any, anchors: set[str]) -> dict[str, Any]:
+def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
     """The advice section's context; `{"absent": True}` for a result written before advice."""
-    if not isinstance(raw, dict):
+    if advice is None:
         return {"absent": True}
-    try:
-        advice = Advice.from_dict(raw)
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return {"unreadable": True}
     return {
         "advice": advice,
         "estimated": advice.basis == ESTIMATED,

@@ -25,6 +25,7 @@ from advisor.reports.experiment_charts import (
     quantization_chart,
     speculative_chart,
 )
+from profiling.advice_results import PredictionPoint
 from profiling.profile import Profile
 from profiling.results import DecodePoint, PrefillPoint
 from profiling.units import pct
@@ -157,25 +158,26 @@ PREDICTION_SERIES = {
 }
 
 
-def predictions_chart(points: list[dict[str, Any]]) -> Figure | None:
+def predictions_chart(points: list[PredictionPoint]) -> Figure | None:
     """Predicted against measured times (ms, log-log), one marker per point; on the dotted
     y = x line a prediction is exact. None when no time was both predicted and measured."""
     timed = [
         p for p in points
-        if isinstance(p, dict) and p.get("unit") == "s" and p.get("metric") in PREDICTION_SERIES
-        and finite(p.get("measured")) and finite(p.get("predicted"))
-        and p["measured"] > 0 and p["predicted"] > 0
+        if p.unit == "s" and p.metric in PREDICTION_SERIES
+        and finite(p.measured) and finite(p.predicted) and (p.measured or 0) > 0
+        and p.predicted > 0
     ]  # fmt: skip
     if not timed:
         return None
     data = []
     for i, (metric, (name, symbol)) in enumerate(PREDICTION_SERIES.items()):
-        series = [p for p in timed if p["metric"] == metric]
+        series = [p for p in timed if p.metric == metric]
         if not series:
             continue
         data.append({
             "type": "scatter", "mode": "markers", "name": name,
-            "x": [p["measured"] * 1e3 for p in series], "y": [p["predicted"] * 1e3 for p in series],
+            "x": [(p.measured or 0) * 1e3 for p in series],
+            "y": [p.predicted * 1e3 for p in series],
             "marker": {"size": 10, "symbol": symbol, "color": PALETTE[i % len(PALETTE)]},
             "hovertemplate": f"{name}: measured %{{x:.3g}} ms, predicted %{{y:.3g}} ms"
                              "<extra></extra>",

@@ -14,6 +14,7 @@ from typing import Any
 
 from advisor.jobs.models import Job
 from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
+from profiling.advice_results import Advice
 from profiling.profile import Profile
 from profiling.units import UNKNOWN, gb, ms, size, tok_s
 
@@ -35,7 +36,7 @@ class Side:
     name: str  # "A" or "B"
     job: Job
     profile: Profile | None
-    advice: dict[str, Any] | None
+    advice: Advice | None
     reason: str  # "" when the report is readable
 
 
@@ -63,8 +64,7 @@ def load_side(name: str, job: Job) -> Side:
     except (KeyError, TypeError, ValueError, AttributeError):
         reason = "This job's result could not be read by this version of the site."
         return Side(name, job, None, None, reason)
-    advice = profile.advice if isinstance(profile.advice, dict) else None
-    return Side(name, job, profile, advice, "")
+    return Side(name, job, profile, profile.advice, "")
 
 
 def unfinished_reason(job: Job) -> str:
@@ -223,13 +223,12 @@ def _throughput(a: Side, b: Side) -> Group:
     return group
 
 
-def _first_recommendation(advice: dict[str, Any] | None) -> str | None:
-    recommendations = (advice or {}).get("recommendations") or []
-    if not recommendations or not isinstance(recommendations[0], dict):
+def _first_recommendation(advice: Advice | None) -> str | None:
+    first = advice.first if advice else None
+    if first is None:
         return None
-    first = recommendations[0]
-    effect = (first.get("expected_effect") or {}).get("text") or ""
-    line = f"{first.get('technique')}: {first.get('setting')}"
+    effect = first.expected_effect.text
+    line = f"{first.technique}: {first.setting}"
     return f"{line} — {effect}" if effect else line
 
 
@@ -241,8 +240,8 @@ def _advice(a: Side, b: Side) -> Group:
         [
             text_row(
                 "Bottleneck",
-                (a.advice or {}).get("bottleneck_label"),
-                (b.advice or {}).get("bottleneck_label"),
+                a.advice.bottleneck_label if a.advice else None,
+                b.advice.bottleneck_label if b.advice else None,
             ),
             text_row(
                 "First recommendation",

@@ -1,4 +1,4 @@
-"""Predictions beside measurements: each point of `result["predictions"]` as a table
+"""Predictions beside measurements: each of the profile's prediction points as a table
 row with its error, and the median error of the calibrated points, which says how
 far the projections (and the what-if panel) can be trusted.
 """
@@ -10,7 +10,7 @@ import statistics
 from typing import Any
 
 from advisor.reports.advice import figure
-from profiling.advice.results import CALIBRATED
+from profiling.advice_results import CALIBRATED, PredictionPoint
 from profiling.units import UNKNOWN
 
 METRIC_LABELS = {
@@ -41,9 +41,7 @@ def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def point_text(at: Any) -> str:
-    if not isinstance(at, dict):
-        return UNKNOWN
+def point_text(at: dict[str, Any]) -> str:
     parts = [f"{label} {at[key]}".strip() for key, label in AT_LABELS if at.get(key) is not None]
     return ", ".join(parts) or UNKNOWN
 
@@ -55,24 +53,23 @@ def error_band(error: Any) -> str:
     return "good" if size <= GOOD_WITHIN else "fair" if size <= FAIR_WITHIN else "poor"
 
 
-def row(point: dict[str, Any]) -> dict[str, Any]:
-    unit, error = str(point.get("unit") or ""), point.get("error")
+def row(point: PredictionPoint) -> dict[str, Any]:
+    error = point.error
     return {
-        "metric": METRIC_LABELS.get(point.get("metric"), str(point.get("metric"))),
-        "key": point.get("metric"),
-        "at": point_text(point.get("at")),
-        "predicted": figure(point.get("predicted"), unit),
-        "measured": figure(point.get("measured"), unit),
+        "metric": METRIC_LABELS.get(point.metric, point.metric),
+        "key": point.metric,
+        "at": point_text(point.at),
+        "predicted": figure(point.predicted, point.unit),
+        "measured": figure(point.measured, point.unit),
         "error": f"{error:+.1%}".replace("%", " %") if _finite(error) else UNKNOWN,
         "band": error_band(error),
-        "basis": point.get("basis") or UNKNOWN,
-        "note": point.get("note") or "",
+        "basis": point.basis or UNKNOWN,
+        "note": point.note,
     }
 
 
-def median_abs_error(points: list[dict[str, Any]], basis: str = CALIBRATED) -> float | None:
-    errors = [abs(p["error"]) for p in points
-              if p.get("basis") == basis and _finite(p.get("error"))]  # fmt: skip
+def median_abs_error(points: list[PredictionPoint], basis: str = CALIBRATED) -> float | None:
+    errors = [abs(p.error) for p in points if p.basis == basis and _finite(p.error)]
     return statistics.median(errors) if errors else None
 
 
@@ -90,16 +87,15 @@ def trust_text(median: float | None) -> str:
     )
 
 
-def section_context(raw: Any) -> dict[str, Any] | None:
+def section_context(points: list[PredictionPoint] | None) -> dict[str, Any] | None:
     """The predictions section; None when the result has none (written before predictions)."""
-    if not isinstance(raw, list):
+    if points is None:
         return None
-    points = [p for p in raw if isinstance(p, dict)]
     median = median_abs_error(points)
     return {
         "rows": [row(p) for p in points],
         "median_error": median,
         "median_band": error_band(median),
         "trust": trust_text(median),
-        "calibrated": sum(p.get("basis") == CALIBRATED for p in points),
+        "calibrated": sum(p.basis == CALIBRATED for p in points),
     }

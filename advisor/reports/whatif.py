@@ -17,7 +17,7 @@ from typing import Any
 from profiling import hardware, memory
 from profiling.advice.build import advise
 from profiling.advice.facts import Facts
-from profiling.advice.results import Advice
+from profiling.advice_results import Advice
 from profiling.config import Workload
 from profiling.estimate import Calibration, PhaseRate, Projection, assumed, calibrate, project
 from profiling.hardware import GPU
@@ -224,16 +224,12 @@ def first_line(advice: Advice | None) -> str:
 
 
 def advice_change(
-    stored: dict[str, Any] | None, before: Outcome | None, after: Outcome
+    measured: Advice | None, before: Outcome | None, after: Outcome
 ) -> dict[str, Any] | None:
     """Whether the what-if's advice differs (bottleneck or first technique) from the advice
     on the same path for the submitted scenario, or, where that has none, the stored one."""
     if after.advice is None:
         return None
-    try:
-        measured = Advice.from_dict(stored) if isinstance(stored, dict) else None
-    except (KeyError, TypeError, ValueError, AttributeError):
-        measured = None
     submitted = before.advice if before else None
     reference = submitted or measured
     against = "the submitted workload (estimated the same way)" if submitted else (

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from profiling.advice.facts import Facts
 from profiling.advice.quality import acceptable
-from profiling.advice.results import DecidingNumber, QualityTolerance
+from profiling.advice_results import DecidingNumber, QualityTolerance
 from profiling.config import BOTTLENECK_LABELS
 from profiling.shapes import DTYPE_BYTES
 

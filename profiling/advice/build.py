@@ -20,7 +20,9 @@ from profiling import hardware
 from profiling.advice.bottleneck import classify, label, prompt_reuse
 from profiling.advice.facts import Facts
 from profiling.advice.quality import DEFAULT_TOLERANCE
-from profiling.advice.results import (
+from profiling.advice.rules import RULES, rank
+from profiling.advice.text import gb
+from profiling.advice_results import (
     CALIBRATED,
     ESTIMATED,
     PROJECTED,
@@ -32,8 +34,6 @@ from profiling.advice.results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice.rules import RULES, rank
-from profiling.advice.text import gb
 from profiling.config import Workload
 from profiling.estimate import (
     Projection,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from profiling import hardware, memory
-from profiling.advice.results import ESTIMATED, MEASURED
+from profiling.advice_results import ESTIMATED, MEASURED
 from profiling.config import Workload
 from profiling.estimate import Calibration, Projection, calibrate
 from profiling.hardware import GPU

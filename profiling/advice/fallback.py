@@ -11,7 +11,8 @@ has no estimate: its gain rests on acceptance, which only a run measures.
 from __future__ import annotations
 
 from profiling.advice.facts import Facts
-from profiling.advice.results import (
+from profiling.advice.text import gb, ms
+from profiling.advice_results import (
     ESTIMATED,
     Change,
     Evidence,
@@ -19,7 +20,6 @@ from profiling.advice.results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.advice.text import gb, ms
 from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
 from profiling.shapes import DTYPE_BYTES
 

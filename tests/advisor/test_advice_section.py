@@ -15,7 +15,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from advisor.jobs.models import Job
-from profiling.advice.results import (
+from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
     Advice,
@@ -27,6 +27,7 @@ from profiling.advice.results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.profile import Profile
 from tests.advisor.quantdata import quantization_result, with_quantization
 
 pytestmark = pytest.mark.django_db
@@ -215,7 +216,7 @@ def test_predictions_sit_beside_measurements_with_their_error(browser, demo_resu
 def test_the_predictions_chart_is_log_log_with_the_exact_line(demo_result):
     from advisor.reports.charts import predictions_chart
 
-    figure = predictions_chart(demo_result["predictions"])
+    figure = predictions_chart(Profile.from_dict(demo_result).predictions or [])
     assert figure is not None
     assert figure["layout"]["xaxis"]["type"] == figure["layout"]["yaxis"]["type"] == "log"
     *points, exact = figure["data"]

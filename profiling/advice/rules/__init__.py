@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.advice.results import Recommendation
 from profiling.advice.rules import caching, disaggregation, parallel, quantization, speculative
+from profiling.advice_results import Recommendation
 
 RULES: dict[str, Any] = {
     "quantization": quantization.quantization,

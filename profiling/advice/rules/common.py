@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profiling.advice.results import NotRecommended, Recommendation
+from profiling.advice_results import NotRecommended, Recommendation
 
 MIN_GAIN = 1.05
 DISAGGREGATION_MIN_SPIKE = 1.5  # a prefill joining a decode step slows it this much or more

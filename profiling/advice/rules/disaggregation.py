@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from profiling.advice import fallback
 from profiling.advice.facts import Facts
-from profiling.advice.results import (
+from profiling.advice.rules.common import DISAGGREGATION_MIN_SPIKE, Outcome
+from profiling.advice.text import gb, ms
+from profiling.advice_results import (
     MEASURED,
     Change,
     Evidence,
@@ -14,8 +16,6 @@ from profiling.advice.results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice.rules.common import DISAGGREGATION_MIN_SPIKE, Outcome
-from profiling.advice.text import gb, ms
 from profiling.parallel.results import DisaggregationResult
 
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 from profiling.advice import fallback
 from profiling.advice.facts import Facts
 from profiling.advice.fallback import MAKES_IT_FIT
-from profiling.advice.results import (
+from profiling.advice.rules.common import Outcome
+from profiling.advice.text import gb
+from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
     Change,
@@ -15,8 +17,6 @@ from profiling.advice.results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice.rules.common import Outcome
-from profiling.advice.text import gb
 from profiling.parallel.results import BASIS_MEASURED
 
 

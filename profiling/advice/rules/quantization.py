@@ -6,7 +6,9 @@ from __future__ import annotations
 from profiling.advice import fallback
 from profiling.advice.facts import Facts
 from profiling.advice.quality import acceptable, quality_figure, quality_loss
-from profiling.advice.results import (
+from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
+from profiling.advice.text import gb, ms
+from profiling.advice_results import (
     MEASURED,
     Change,
     Evidence,
@@ -15,8 +17,6 @@ from profiling.advice.results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
-from profiling.advice.text import gb, ms
 from profiling.config import PRECISIONS
 from profiling.quantization.report import variant_line
 from profiling.quantization.results import MEASURED as QUANT_MEASURED

@@ -4,7 +4,9 @@ concurrency."""
 from __future__ import annotations
 
 from profiling.advice.facts import Facts
-from profiling.advice.results import (
+from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
+from profiling.advice.text import gb, ms
+from profiling.advice_results import (
     MEASURED,
     Change,
     Evidence,
@@ -13,8 +15,6 @@ from profiling.advice.results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
-from profiling.advice.text import gb, ms
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
 from profiling.verdict import nearest_batch
 
