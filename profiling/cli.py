@@ -28,6 +28,7 @@ from typing import IO
 
 from profiling.caching.sample import read_prompt_sample
 from profiling.cli_common import (
+    add_option_flags,
     add_workload_flags,
     gpu_kind_from_args,
     workload_from_args,
@@ -35,14 +36,13 @@ from profiling.cli_common import (
 )
 from profiling.config import (
     DEVICES,
-    KEEP_CHOICES,
-    PRECISIONS,
     SOURCES,
     ConfigError,
     Hardware,
     ProfileConfig,
 )
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
+from profiling.options import parse_ints, parse_names
 from profiling.summary import render_summary
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_OOM, EXIT_INTERNAL = 0, 2, 3, 4
@@ -75,35 +75,7 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="PATH", help="write the Profile JSON here")
     add_workload_flags(p)
     p.add_argument("--experiments", default="", metavar="A,B", help="optional experiments")
-    p.add_argument("--draft", metavar="MODEL", help="speculative: draft model (demo name, dir, id)")
-    p.add_argument("--spec-k", default="", metavar="1,2,4", help="speculative: draft lengths")
-    p.add_argument(
-        "--precisions",
-        default="",
-        metavar="fp32,bf16,int8",
-        help=f"quantization: precisions to compare, the first is the reference "
-        f"({', '.join(PRECISIONS)})",
-    )
-    p.add_argument(
-        "--quant-keep",
-        default="",
-        metavar="lm_head,embeddings",
-        help=f"quantization: also run each quantized precision with these parts kept "
-        f"({', '.join(KEEP_CHOICES)})",
-    )
-    p.add_argument(
-        "--tp-measure",
-        type=int,
-        metavar="N",
-        help="parallel: also run the model split over N processes with torchrun "
-        "(0 off; default: 2 only with two or more CUDA GPUs)",
-    )
-    p.add_argument(
-        "--no-prompt-lookup",
-        dest="prompt_lookup",
-        action="store_false",
-        help="speculative: skip n-gram prompt-lookup drafting",
-    )
+    add_option_flags(p, "speculative", "quantization", "parallel")
     p.add_argument(
         "--prompts",
         type=Path,
@@ -129,15 +101,15 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         dtype=args.dtype,
         quick=args.quick,
         workload=workload_from_args(args),
-        hardware=Hardware(gpu_kind=gpu_kind_from_args(args), gpu_count=args.gpus),
+        hardware=Hardware(gpu_kind=gpu_kind_from_args(args), gpu_count=args.gpu_count),
         stated_bottleneck=args.stated_bottleneck,
         experiments=[e.strip() for e in args.experiments.split(",") if e.strip()],
         allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots] or None,
-        draft=args.draft,
-        spec_ks=_int_list("--spec-k", args.spec_k),
+        draft=args.draft_model or None,
+        spec_ks=_int_list("--spec-k", args.spec_ks),
         prompt_lookup=args.prompt_lookup,
-        precisions=_names(args.precisions),
-        quant_keep=_names(args.quant_keep),
+        precisions=parse_names(args.precisions),
+        quant_keep=parse_names(args.quant_keep),
         tp_measure=args.tp_measure,
         prompt_sample=read_prompt_sample(args.prompts) if args.prompts else [],
     )
@@ -145,15 +117,11 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
     return config
 
 
-def _names(text: str) -> list[str]:
-    return [part.strip() for part in text.split(",") if part.strip()]
-
-
 def _int_list(flag: str, text: str) -> list[int]:
-    try:
-        return [int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise ConfigError(f"{flag} takes whole numbers separated by commas, e.g. 1,2,4") from None
+    numbers = parse_ints(text)
+    if numbers is None:
+        raise ConfigError(f"{flag} takes whole numbers separated by commas, e.g. 1,2,4")
+    return numbers
 
 
 def _quiet_libraries() -> None:

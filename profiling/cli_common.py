@@ -13,33 +13,29 @@ from typing import Any
 
 from profiling import hardware
 from profiling.config import BOTTLENECKS, DTYPES, ConfigError, Workload
+from profiling.options import family, flag_arguments
+
+
+def add_option_flags(p: argparse.ArgumentParser, *families: str) -> None:
+    """One flag per declared option of `families` (`profiling.options`)."""
+    for name in families:
+        for option in family(name):
+            flag, kwargs = flag_arguments(option)
+            p.add_argument(flag, **kwargs)
 
 
 def add_workload_flags(p: argparse.ArgumentParser) -> None:
     """The user's workload, deployment GPU and dtype: shared by `profile` and `estimate`."""
-    w = Workload()
     p.add_argument("--dtype", choices=DTYPES, default="auto")
-    p.add_argument("--prompt-tokens", type=int, default=w.prompt_tokens)
-    p.add_argument("--output-tokens", type=int, default=w.output_tokens)
-    p.add_argument("--concurrency", type=int, default=w.concurrency)
-    p.add_argument("--shared-prefix-tokens", type=int, default=w.shared_prefix_tokens)
-    p.add_argument("--ttft-ms", type=float, help="time-to-first-token target")
-    p.add_argument("--tpot-ms", type=float, help="time-per-output-token target")
+    add_option_flags(p, "workload")
     p.add_argument("--gpu", metavar="KIND", help="deployment GPU for the fit check, e.g. h100")
-    p.add_argument("--gpus", type=int, default=1, help="how many of them")
+    add_option_flags(p, "hardware")
     p.add_argument("--stated-bottleneck", choices=BOTTLENECKS, default="unsure")
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:
     """The validated Workload of the shared flags."""
-    workload = Workload(
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
-        concurrency=args.concurrency,
-        shared_prefix_tokens=args.shared_prefix_tokens,
-        ttft_ms=args.ttft_ms,
-        tpot_ms=args.tpot_ms,
-    )
+    workload = Workload(**{o.name: getattr(args, o.name) for o in family("workload")})
     workload.validate()
     return workload
 

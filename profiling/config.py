@@ -13,8 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling import serde
+from profiling.options import (  # re-exported: the choices are the options'
+    BOTTLENECKS,
+    DTYPES,
+    INT,
+    KEEP_CHOICES,
+    OPTIONS,
+    PRECISIONS,
+    TP_MEASURE_SIZES,
+)
 
-BOTTLENECKS = ("memory", "prompt", "generation", "devices", "unsure")
+__all__ = ["BOTTLENECKS", "DTYPES", "KEEP_CHOICES", "PRECISIONS", "TP_MEASURE_SIZES"]
+
 BOTTLENECK_LABELS = {
     "memory": "Save model memory",
     "prompt": "Reuse prompt work",
@@ -24,29 +34,9 @@ BOTTLENECK_LABELS = {
 }
 SOURCES = ("auto", "demo", "hub", "local", "config")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-DTYPES = ("auto", "float32", "bfloat16", "float16")
 # Names the later experiments register under; the registry in
 # profiling.experiments says which of them this version can run.
 EXPERIMENT_NAMES = ("quantization", "speculative", "caching", "parallel")
-# Quantization: the precisions a job can compare (the first chosen is the
-# reference), and the parts a variant may keep in the reference precision.
-PRECISIONS = {
-    "fp32": "float32",
-    "bf16": "bfloat16",
-    "fp16": "float16",
-    "int8": "int8 weight-only (torchao)",
-    "int8-dynamic": "int8 weights and activations (torchao)",
-    "int4": "int4 weight-only (torchao; CUDA)",
-    "fp8": "float8 weight-only (torchao; GPUs with fp8)",
-    "bnb-int8": "bitsandbytes LLM.int8()",
-    "bnb-nf4": "bitsandbytes 4-bit NF4",
-    "gptq-int4": "GPTQ int4, calibrated here (gptqmodel)",
-}
-KEEP_CHOICES = {
-    "lm_head": "the output head (lm_head)",
-    "embeddings": "the token embeddings",
-    "edge_blocks": "the first and last decoder blocks",
-}
 
 # Hugging Face repo ids: "name" or "namespace/name", 96 chars at most,
 # letters, digits, "-", "_", "."; no "--" or ".." and no leading/trailing
@@ -54,20 +44,13 @@ KEEP_CHOICES = {
 _REPO_PART = r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?"
 _REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}$")
 
-# Upper bounds that keep a typo from asking a worker for a 10^9-token sweep.
-LIMITS = {
-    "prompt_tokens": (1, 1_048_576),
-    "output_tokens": (1, 131_072),
-    "concurrency": (1, 4096),
-    "shared_prefix_tokens": (0, 1_048_576),
-    "gpu_count": (1, 1024),
-}
+# Bounds that keep a typo from asking a worker for a 10^9-token sweep (declared in
+# profiling.options, with every other fact about each option).
+LIMITS = {o.name: (o.low, o.high) for o in OPTIONS.values() if o.kind == INT}
 # Prefix caching: the most a prompt sample may hold (the file, and the parsed
 # prompts a config carries to a worker). See profiling.caching.sample.
 PROMPT_SAMPLE_MAX_BYTES = 16_000_000  # SI, like every byte figure here
 PROMPT_SAMPLE_MAX_PROMPTS = 20_000
-# Parallel: the process counts a measured tensor-parallel run may use (0: off).
-TP_MEASURE_SIZES = (0, 2, 4, 8)
 
 
 class ConfigError(ValueError):
@@ -83,12 +66,12 @@ def is_repo_id(text: str) -> bool:
 class Workload:
     """The request shape the user serves, and their latency targets."""
 
-    prompt_tokens: int = 512
-    output_tokens: int = 128
-    concurrency: int = 8
-    shared_prefix_tokens: int = 0
-    ttft_ms: float | None = None
-    tpot_ms: float | None = None
+    prompt_tokens: int = OPTIONS["prompt_tokens"].default
+    output_tokens: int = OPTIONS["output_tokens"].default
+    concurrency: int = OPTIONS["concurrency"].default
+    shared_prefix_tokens: int = OPTIONS["shared_prefix_tokens"].default
+    ttft_ms: float | None = OPTIONS["ttft_ms"].default
+    tpot_ms: float | None = OPTIONS["tpot_ms"].default
 
     @property
     def context_tokens(self) -> int:
@@ -96,14 +79,11 @@ class Workload:
         return self.prompt_tokens + self.output_tokens
 
     def validate(self) -> None:
-        for name in ("prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens"):
-            _check_range(name, getattr(self, name))
+        for name in ("prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
+                     "ttft_ms", "tpot_ms"):  # fmt: skip
+            _check_option(name, getattr(self, name))
         if self.shared_prefix_tokens > self.prompt_tokens:
             raise ConfigError("shared_prefix_tokens cannot exceed prompt_tokens")
-        for name in ("ttft_ms", "tpot_ms"):
-            value = getattr(self, name)
-            if value is not None and not (0 < value <= 3_600_000):
-                raise ConfigError(f"{name} must be a positive number of milliseconds")
 
 
 @dataclass
@@ -111,10 +91,10 @@ class Hardware:
     """The deployment target: a GPU kind from the catalog and how many."""
 
     gpu_kind: str | None = None
-    gpu_count: int = 1
+    gpu_count: int = OPTIONS["gpu_count"].default
 
     def validate(self) -> None:
-        _check_range("gpu_count", self.gpu_count)
+        _check_option("gpu_count", self.gpu_count)
 
 
 @dataclass
@@ -140,7 +120,7 @@ class ProfileConfig:
     # sweep (empty: the experiment's plan), and n-gram prompt lookup on/off.
     draft: str | None = None
     spec_ks: list[int] = field(default_factory=list)
-    prompt_lookup: bool = True
+    prompt_lookup: bool = OPTIONS["prompt_lookup"].default
     # Quantization: the precisions to compare (empty: the experiment's default,
     # the reference dtype + int8 + int4), and parts kept in the reference
     # precision; each quantized precision is then also run with them kept.
@@ -166,17 +146,9 @@ class ProfileConfig:
             _check_choice("experiment", name, EXPERIMENT_NAMES)
         if self.draft is not None and not (0 < len(self.draft) <= 1024):
             raise ConfigError("draft must be a Hub id, a local directory or a demo name")
-        if any(not isinstance(k, int) or not 1 <= k <= 16 for k in self.spec_ks):
-            raise ConfigError("draft lengths (K) must be whole numbers from 1 to 16")
-        for name in self.precisions:
-            _check_choice("precision", name, tuple(PRECISIONS))
-        if len(set(self.precisions)) != len(self.precisions):
-            raise ConfigError("each precision may be listed once")
-        for name in self.quant_keep:
-            _check_choice("part to keep", name, tuple(KEEP_CHOICES))
+        for name in ("spec_ks", "precisions", "quant_keep", "tp_measure"):
+            _check_option(name, getattr(self, name))
         _check_prompt_sample(self.prompt_sample)
-        if self.tp_measure is not None and self.tp_measure not in TP_MEASURE_SIZES:
-            raise ConfigError("tp_measure must be 0 (off), 2, 4 or 8 processes")
         self.workload.validate()
         self.hardware.validate()
 
@@ -191,10 +163,10 @@ class ProfileConfig:
         return dataclasses.replace(self, **changes)
 
 
-def _check_range(name: str, value: int) -> None:
-    low, high = LIMITS[name]
-    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-        raise ConfigError(f"{name} must be a whole number from {low:,} to {high:,}")
+def _check_option(name: str, value: Any) -> None:
+    problem = OPTIONS[name].problem(value)
+    if problem is not None:
+        raise ConfigError(f"{name}: {problem}")
 
 
 def _check_prompt_sample(prompts: list[str]) -> None:

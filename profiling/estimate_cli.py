@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling import hardware
-from profiling.config import ConfigError
+from profiling.config import ConfigError, Hardware
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_DTYPE = "bfloat16"
@@ -66,8 +66,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"estimate needs --gpu KIND, one of: {', '.join(hardware.catalog())}")
     gpu = hardware.lookup(kind)
     workload = workload_from_args(args)
-    if not 1 <= args.gpus <= 1024:
-        raise ConfigError("gpus must be a whole number from 1 to 1,024")
+    Hardware(gpu_kind=kind, gpu_count=args.gpu_count).validate()
     config, source = read_model_config(args.model)
     try:
         shapes = Shapes.from_config(config)
@@ -77,12 +76,12 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         ) from None
     dtype = DEFAULT_DTYPE if args.dtype == "auto" else args.dtype
     advice, points = estimate_report(
-        shapes, gpu, args.gpus, dtype, workload, args.stated_bottleneck
+        shapes, gpu, args.gpu_count, dtype, workload, args.stated_bottleneck
     )
     return {
         "basis": "estimated",
         "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},
-        "hardware": {"gpu_kind": gpu.key, "gpu_label": gpu.label, "gpu_count": args.gpus},
+        "hardware": {"gpu_kind": gpu.key, "gpu_label": gpu.label, "gpu_count": args.gpu_count},
         "dtype": dtype,
         "workload": vars(workload),
         "stated_bottleneck": args.stated_bottleneck,

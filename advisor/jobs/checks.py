@@ -1,5 +1,5 @@
 """The checks of a job's fields that are more than a range or a choice: where a model
-may come from, draft lengths, the order of ticked names, text a database can store.
+may come from, the order of ticked names, text a database can store.
 
 Each raises (or adds) a `ValidationError` with a message meant for the person
 who typed the value; the new-job form runs them, so the API and `submit_job`,
@@ -19,9 +19,6 @@ from profiling.config import is_repo_id
 from profiling.text import text_problem
 
 DEMO_NAMES = ("demo", "demo-draft")
-DEFAULT_SPEC_KS = "1,2,4"
-MAX_SPEC_K = 16
-MAX_SPEC_KS = 8
 
 
 def _resolved_roots() -> list[Path]:
@@ -80,22 +77,6 @@ def check_draft_name(name: str) -> str:
     if not name or name in DEMO_NAMES:
         return name
     return check_local_dir(name) if name.startswith("/") else check_hub_id(name)
-
-
-def check_spec_ks(text: str) -> str:
-    """Draft lengths as stored ("1,2,4"): whole numbers 1..16, at most 8; blank → the default."""
-    parts = [part.strip() for part in text.split(",")] if text.strip() else []
-    if not parts:
-        return DEFAULT_SPEC_KS
-    # isdigit() alone takes "²" and "①", which int() refuses: ASCII digits only.
-    if not all(part.isascii() and part.isdigit() for part in parts):
-        raise forms.ValidationError("K values are whole numbers separated by commas, e.g. 1,2,4.")
-    ks = sorted({int(part) for part in parts})
-    if ks[0] < 1 or ks[-1] > MAX_SPEC_K:
-        raise forms.ValidationError(f"Each K must be from 1 to {MAX_SPEC_K}.")
-    if len(ks) > MAX_SPEC_KS:
-        raise forms.ValidationError(f"At most {MAX_SPEC_KS} K values.")
-    return ",".join(str(k) for k in ks)
 
 
 def refuse_unstorable_text(form: forms.BaseForm, data: dict[str, Any]) -> None:

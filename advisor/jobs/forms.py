@@ -14,41 +14,28 @@ from django import forms
 
 from advisor.jobs import dispatch
 from advisor.jobs.checks import (
-    MAX_SPEC_K,
-    MAX_SPEC_KS,
     check_draft_name,
     check_model_name,
-    check_spec_ks,
     in_choice_order,
     refuse_unstorable_text,
 )
 from advisor.jobs.models import Job, PromptSample, Worker
+from advisor.jobs.option_fields import clean_ints, form_field
 from advisor.jobs.samples import sample_from_upload
 from profiling import hardware
 from profiling.config import (
     DTYPES,
     KEEP_CHOICES,
-    LIMITS,
     PRECISIONS,
     PROMPT_SAMPLE_MAX_BYTES,
     PROMPT_SAMPLE_MAX_PROMPTS,
-    TP_MEASURE_SIZES,
     ConfigError,
     Hardware,
     Workload,
 )
+from profiling.options import FORM_PRECISIONS, OPTIONS
 
-# What the form ticks at first: a float reference, then the two usual weight-only
-# quantizations (int4 needs CUDA; a CPU worker reports it "not available here").
-DEFAULT_PRECISIONS = ("fp32", "int8", "int4")
 MIN_PRECISIONS = 2
-# The measured tensor-parallel run: blank is the library's default.
-TP_MEASURE_CHOICES = [("", "Default: 2 processes where the worker has 2+ CUDA GPUs, else off")] + [
-    (str(n), f"{n} processes" if n else "Off") for n in TP_MEASURE_SIZES
-]
-# Same bound as `Workload.validate`: an hour per token is already absurd.
-MAX_TARGET_MS = 3_600_000.0
-MIN_TARGET_MS = 0.001
 # The "run on" value that keeps a job in its target's queue until a worker for
 # that queue starts (a fleet box may still be booting).
 WAIT_FOR_TARGET = "wait-for-target"
@@ -64,22 +51,6 @@ START_WORKER_HINT = (
     "Start one with ./scripts/run-local (site + CPU worker), or on a GPU box: "
     "celery -A advisor worker -Q gpu-<kind>,default --concurrency 1 --max-tasks-per-child 1"
 )
-
-
-def _int_field(name: str, label: str, help_text: str = "") -> forms.IntegerField:
-    low, high = LIMITS[name]
-    return forms.IntegerField(label=label, min_value=low, max_value=high, help_text=help_text)
-
-
-def _ms_field(label: str) -> forms.FloatField:
-    return forms.FloatField(
-        label=label,
-        required=False,
-        min_value=MIN_TARGET_MS,
-        max_value=MAX_TARGET_MS,
-        help_text="Optional, in milliseconds.",
-        widget=forms.NumberInput(attrs={"step": "any", "placeholder": "none"}),
-    )
 
 
 def served_queues() -> dict[str, list[str]]:
@@ -105,47 +76,19 @@ class JobForm(forms.ModelForm):
     )
     dtype = forms.ChoiceField(choices=[(d, d) for d in DTYPES], initial="auto")
     gpu_kind = forms.ChoiceField(label="GPU kind", required=False)
-    gpu_count = _int_field("gpu_count", "GPU count")
-    prompt_tokens = _int_field("prompt_tokens", "Prompt tokens")
-    output_tokens = _int_field("output_tokens", "Output tokens")
-    concurrency = _int_field("concurrency", "Concurrent requests")
-    shared_prefix_tokens = _int_field(
-        "shared_prefix_tokens",
-        "Shared-prefix tokens",
-        "Tokens every prompt starts with (≤ prompt).",
-    )
-    ttft_ms = _ms_field("Time-to-first-token target")
-    tpot_ms = _ms_field("Time-per-output-token target")
-    draft_model = forms.CharField(
-        label="Draft model",
-        max_length=512,
-        required=False,
-        help_text="Blank: the family's default (demo-draft for demo) · a Hub id · /an/absolute/dir",
-    )
-    spec_ks = forms.CharField(
-        label="Draft lengths (K)",
-        max_length=64,
-        required=False,
-        help_text=f"Comma-separated, 1 to {MAX_SPEC_K}, at most {MAX_SPEC_KS} values.",
-    )
-    precisions = forms.MultipleChoiceField(
-        label="Precisions to compare",
-        required=False,
-        choices=[(name, f"{name} — {label}") for name, label in PRECISIONS.items()],
-        widget=forms.CheckboxSelectMultiple,
-        help_text="Tick two or more. The first ticked, in this list's order, is the reference "
-        "the others are compared against (fp32 on a CPU; bf16 is the usual one on a GPU). "
-        "int4 and fp8 need a CUDA GPU: a CPU worker reports them as “not available here” "
-        "rather than skipping them.",
-    )
-    quant_keep = forms.MultipleChoiceField(
-        label="Also try keeping in the reference precision",
-        required=False,
-        choices=list(KEEP_CHOICES.items()),
-        widget=forms.CheckboxSelectMultiple,
-        help_text="Each quantized precision is then measured a second time with these parts "
-        "left unquantized, to show what keeping them costs and saves.",
-    )
+    # The declared options (profiling.options): label, help, range and default from there.
+    gpu_count = form_field(OPTIONS["gpu_count"])
+    prompt_tokens = form_field(OPTIONS["prompt_tokens"])
+    output_tokens = form_field(OPTIONS["output_tokens"])
+    concurrency = form_field(OPTIONS["concurrency"])
+    shared_prefix_tokens = form_field(OPTIONS["shared_prefix_tokens"])
+    ttft_ms = form_field(OPTIONS["ttft_ms"])
+    tpot_ms = form_field(OPTIONS["tpot_ms"])
+    draft_model = form_field(OPTIONS["draft_model"])
+    spec_ks = form_field(OPTIONS["spec_ks"])
+    prompt_lookup = form_field(OPTIONS["prompt_lookup"])
+    precisions = form_field(OPTIONS["precisions"], PRECISIONS)
+    quant_keep = form_field(OPTIONS["quant_keep"], KEEP_CHOICES)
     prompt_file = forms.FileField(
         label="Your prompts (optional)",
         required=False,
@@ -157,17 +100,7 @@ class JobForm(forms.ModelForm):
         "The report then says how much of their prefill a cache would reuse. Choosing a "
         "file turns this experiment on.",
     )
-    tp_measure = forms.TypedChoiceField(
-        label="Measured tensor-parallel run",
-        required=False,
-        choices=TP_MEASURE_CHOICES,
-        coerce=int,
-        empty_value=None,
-        help_text="Also run the model split over this many processes (torchrun) against one "
-        "process: per-device weights, prefill and decode time, outputs checked equal. "
-        "On a CPU worker, 2 runs two processes with gloo: slow, but it checks the split. "
-        "4 and 8 need that many GPUs.",
-    )
+    tp_measure = form_field(OPTIONS["tp_measure"])
     run_on = forms.ChoiceField(
         label="Run on",
         required=False,
@@ -196,7 +129,6 @@ class JobForm(forms.ModelForm):
             "quick": "Quick mode",
             "stated_bottleneck": "The bottleneck you believe you have",
             "run_speculative": "Measure speculative decoding",
-            "prompt_lookup": "Also try prompt lookup (n-gram drafts, no model)",
             "run_quantization": "Measure quantization",
             "run_caching": "Measure prefix caching",
             "run_parallel": "Measure parallelism and disaggregation",
@@ -228,7 +160,7 @@ class JobForm(forms.ModelForm):
         ]
         # Stored as "fp32,int8"; the checkboxes want lists. A blank row (the
         # library's default) shows the form's default ticks.
-        self.initial["precisions"] = self.instance.precision_list or list(DEFAULT_PRECISIONS)
+        self.initial["precisions"] = self.instance.precision_list or list(FORM_PRECISIONS)
         self.initial["quant_keep"] = self.instance.quant_keep_list
 
     # Where it runs -----------------------------------------------------------
@@ -297,7 +229,7 @@ class JobForm(forms.ModelForm):
         return check_draft_name(self.cleaned_data.get("draft_model", "").strip())
 
     def clean_spec_ks(self) -> str:
-        return check_spec_ks(self.cleaned_data.get("spec_ks", ""))
+        return clean_ints(OPTIONS["spec_ks"], self.cleaned_data.get("spec_ks", ""))
 
     def clean_prompt_file(self) -> Any:
         upload = self.cleaned_data.get("prompt_file")

@@ -9,6 +9,8 @@ from django.db import models
 from django.db.models import F
 from django.utils import timezone
 
+from profiling.options import OPTIONS
+
 
 def new_share_token() -> str:
     """128 random bits, URL-safe: the permalink id of a report."""
@@ -165,13 +167,15 @@ class Job(models.Model):
     quick = models.BooleanField(default=True, help_text="Small sweeps: seconds instead of minutes")
     # Deployment target (catalog key, empty = any) and where the job runs.
     gpu_kind = models.CharField(max_length=32, blank=True)
-    gpu_count = models.PositiveIntegerField(default=1)
+    gpu_count = models.PositiveIntegerField(default=OPTIONS["gpu_count"].default)
     queue = models.CharField(max_length=64, default="default")
-    # Workload.
-    prompt_tokens = models.PositiveIntegerField(default=512)
-    output_tokens = models.PositiveIntegerField(default=128)
-    concurrency = models.PositiveIntegerField(default=8)
-    shared_prefix_tokens = models.PositiveIntegerField(default=0)
+    # Workload. Every option's default, range and help is declared in profiling.options.
+    prompt_tokens = models.PositiveIntegerField(default=OPTIONS["prompt_tokens"].default)
+    output_tokens = models.PositiveIntegerField(default=OPTIONS["output_tokens"].default)
+    concurrency = models.PositiveIntegerField(default=OPTIONS["concurrency"].default)
+    shared_prefix_tokens = models.PositiveIntegerField(
+        default=OPTIONS["shared_prefix_tokens"].default
+    )
     ttft_ms = models.FloatField(null=True, blank=True)
     tpot_ms = models.FloatField(null=True, blank=True)
     stated_bottleneck = models.CharField(
@@ -179,11 +183,12 @@ class Job(models.Model):
     )
     notes = models.TextField(blank=True, max_length=4000)
     # Speculative decoding (an optional experiment). A blank draft is the
-    # family's default (demo-draft for demo); K values are stored "1,2,4".
+    # family's default (demo-draft for demo); K values are stored "1,2,4", blank
+    # being the experiment's own sweep (1,2,4 in quick mode, 1,2,3,4,6,8 in full).
     run_speculative = models.BooleanField(default=False)
     draft_model = models.CharField(max_length=512, blank=True)
-    spec_ks = models.CharField(max_length=64, default="1,2,4")
-    prompt_lookup = models.BooleanField(default=True)
+    spec_ks = models.CharField(max_length=64, blank=True)
+    prompt_lookup = models.BooleanField(default=OPTIONS["prompt_lookup"].default)
     # Quantization (an optional experiment). Precisions are stored "fp32,int8,int4",
     # the first being the reference; blank is the library's default (the job's
     # dtype + int8 + int4). Parts kept in the reference precision: "lm_head,embeddings".
@@ -230,11 +235,6 @@ class Job(models.Model):
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
-
-    @property
-    def spec_k_list(self) -> list[int]:
-        """The stored K values as numbers ("1,2,4" → [1, 2, 4]); the form validated them."""
-        return [int(k) for k in self.spec_ks.split(",") if k.strip()]
 
     @property
     def precision_list(self) -> list[str]:

@@ -13,12 +13,23 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from advisor.jobs.forms import DEFAULT_PRECISIONS, MAX_TARGET_MS, MIN_TARGET_MS
 from advisor.jobs.models import Job
 from profiling import hardware
-from profiling.config import DTYPES, KEEP_CHOICES, LIMITS, PRECISIONS, TP_MEASURE_SIZES
+from profiling.config import DTYPES
+from profiling.options import (
+    BOOL,
+    CHOICE,
+    FLOAT,
+    FORM_PRECISIONS,
+    INT,
+    INTS,
+    NAMES,
+    OPTIONS,
+    TEXT,
+    Option,
+)
 from profiling.text import text_problem
 
 
@@ -35,24 +46,46 @@ def Text(max_length: int, description: str = "") -> Any:  # a type factory, name
     ]
 
 
-def Count(name: str, description: str) -> Any:
-    low, high = LIMITS[name]
-    return Annotated[int, Field(ge=low, le=high, description=description)]
-
-
 def _default(name: str) -> Any:
     return Job._meta.get_field(name).get_default()
-
-
-Target = Annotated[float, Field(ge=MIN_TARGET_MS, le=MAX_TARGET_MS)]
 
 
 def _enum(values: tuple[Any, ...]) -> Any:
     return Literal.__getitem__(values)
 
 
-class JobRequest(BaseModel):
-    """The new-job form's fields; a field left out takes the form's default.
+def option_field(option: Option) -> tuple[Any, Any]:
+    """(type, pydantic Field) of a declared option (`profiling.options`), as the API takes it:
+    lists of names as JSON lists; draft lengths as the form's comma text ("1,2,4")."""
+    about = option.help if not option.unit else f"{option.help} ({option.unit})"
+    kind = option.kind
+    if kind in (INT, FLOAT):
+        number = int if kind == INT else float
+        tp: Any = Annotated[number, Field(ge=option.low, le=option.high)]
+        default = option.default
+    elif kind == BOOL:
+        tp, default = bool, option.default
+    elif kind == TEXT:
+        tp, default = Text(option.max_length or 64), option.default
+    elif kind == INTS:
+        pattern = r"^[0-9]+( *, *[0-9]+)*$|^$"
+        tp = Annotated[str, Field(max_length=64, pattern=pattern)]
+        default = ",".join(map(str, option.default))
+    elif kind == NAMES:
+        tp = list[_enum(option.choices)]
+        default = list(FORM_PRECISIONS) if option.name == "precisions" else list(option.default)
+    elif kind == CHOICE:
+        tp, default = _enum(option.choices), option.default
+    else:
+        raise ValueError(f"no API type for option kind {kind!r}")
+    if option.optional:
+        tp = tp | None
+    return tp, Field(default, description=about, title=option.label)
+
+
+class SiteFields(BaseModel):
+    """The new-job form's own fields; the declared options are added to it below
+    (`JobRequest`). A field left out takes the form's default.
 
     The prompt-sample upload is the browser form's only.
     """
@@ -84,46 +117,25 @@ class JobRequest(BaseModel):
     gpu_kind: _enum(("", *hardware.catalog())) = Field(
         "", description="Target GPU: a catalog key, or empty for any worker"
     )
-    gpu_count: Count("gpu_count", "GPUs of that kind") = _default("gpu_count")
     run_on: Text(
         64,
         "Empty: the target's queue (needs a live worker); a live queue name (cpu, default, "
         "gpu-…) to run elsewhere; or wait-for-target",
     ) = ""
-    prompt_tokens: Count("prompt_tokens", "Prompt tokens per request") = _default("prompt_tokens")
-    output_tokens: Count("output_tokens", "Output tokens per request") = _default("output_tokens")
-    concurrency: Count("concurrency", "Concurrent requests") = _default("concurrency")
-    shared_prefix_tokens: Count(
-        "shared_prefix_tokens", "Tokens every prompt starts with (at most prompt_tokens)"
-    ) = _default("shared_prefix_tokens")
-    ttft_ms: Target | None = Field(None, description="Time-to-first-token target, ms")
-    tpot_ms: Target | None = Field(None, description="Time-per-output-token target, ms")
     stated_bottleneck: _enum(tuple(Job.Bottleneck.values)) = _default("stated_bottleneck")
     notes: Text(4000, "Anything a teammate should know") = ""
     run_speculative: bool = Field(False, description="Measure speculative decoding")
-    draft_model: Text(512, "Blank: the family's default draft") = ""
-    spec_ks: Annotated[
-        str,
-        Field(
-            max_length=64,
-            pattern=r"^[0-9]+( *, *[0-9]+)*$|^$",
-            description="Draft lengths K, comma-separated, 1 to 16, at most 8 values",
-        ),
-    ] = _default("spec_ks")
-    prompt_lookup: bool = Field(True, description="Also try prompt lookup (n-gram drafts)")
     run_quantization: bool = Field(False, description="Measure quantization")
-    precisions: list[_enum(tuple(PRECISIONS))] = Field(
-        list(DEFAULT_PRECISIONS),
-        description="Two or more; the first, in the catalog's order, is the reference",
-    )
-    quant_keep: list[_enum(tuple(KEEP_CHOICES))] = Field(
-        [], description="Parts also kept in the reference precision"
-    )
     run_caching: bool = Field(False, description="Measure prefix caching")
     run_parallel: bool = Field(False, description="Measure parallelism and disaggregation")
-    tp_measure: _enum(TP_MEASURE_SIZES) | None = Field(
-        None, description="Processes for a measured tensor-parallel run; null: the default"
-    )
+
+
+JobRequest = create_model(
+    "JobRequest",
+    __base__=SiteFields,
+    __doc__=SiteFields.__doc__,
+    **{option.name: option_field(option) for option in OPTIONS.values()},
+)
 
 
 FRIENDLY = {

@@ -2,10 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 
 from advisor.jobs.models import Job
 from profiling.config import EXPERIMENT_NAMES, Hardware, ProfileConfig, Workload
+from profiling.options import (
+    INTS,
+    NAMES,
+    OPTIONS,
+    TEXT,
+    Option,
+    family,
+    parse_ints,
+    parse_names,
+)
 
 # The row's source names the library's own source words one to one; the map
 # keeps a renamed choice from silently becoming "auto".
@@ -17,8 +29,26 @@ SOURCES = {
 }
 
 
+def option_value(job: Job, option: Option) -> Any:
+    """A declared option's value on the row, as the library takes it: comma text as a
+    list, a blank text as None (the library's default)."""
+    stored = getattr(job, option.name)
+    if option.kind == INTS:
+        return parse_ints(stored) or []
+    if option.kind == NAMES:
+        return parse_names(stored)
+    if option.kind == TEXT:
+        return stored or None
+    return stored
+
+
 def config_for(job: Job) -> ProfileConfig:
     """The validated profiling config for `job`; raises ConfigError if invalid."""
+    techniques = {
+        o.config_name: option_value(job, o)
+        for o in OPTIONS.values()
+        if o.family not in ("workload", "hardware")
+    }
     config = ProfileConfig(
         model=job.model_name,
         source=SOURCES[job.model_source],
@@ -30,14 +60,9 @@ def config_for(job: Job) -> ProfileConfig:
         stated_bottleneck=job.stated_bottleneck,
         allowed_roots=[str(root) for root in settings.ADVISOR_MODEL_ROOTS],
         experiments=experiments_for(job),
-        draft=job.draft_model or None,
-        spec_ks=job.spec_k_list,
-        prompt_lookup=job.prompt_lookup,
-        precisions=job.precision_list,
-        quant_keep=job.quant_keep_list,
         # Read here, on the worker: the sample travels in the database, not the message.
         prompt_sample=job.sample_prompts() if job.run_caching else [],
-        tp_measure=job.tp_measure,
+        **techniques,
     )
     config.validate()
     return config
@@ -55,11 +80,4 @@ def experiments_for(job: Job) -> list[str]:
 
 
 def workload_for(job: Job) -> Workload:
-    return Workload(
-        prompt_tokens=job.prompt_tokens,
-        output_tokens=job.output_tokens,
-        concurrency=job.concurrency,
-        shared_prefix_tokens=job.shared_prefix_tokens,
-        ttft_ms=job.ttft_ms,
-        tpot_ms=job.tpot_ms,
-    )
+    return Workload(**{o.name: getattr(job, o.name) for o in family("workload")})

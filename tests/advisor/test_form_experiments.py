@@ -47,10 +47,22 @@ def test_bad_k_values_get_an_error_on_their_field(cpu_worker, value, words):
     assert words in errors["spec_ks"][0]
 
 
-def test_empty_k_values_with_speculative_on_take_the_default(cpu_worker):
-    form = JobForm(form_data(run_speculative="on", spec_ks=" "))
+@pytest.mark.parametrize(("quick", "ks"), [(True, [1, 2, 4]), (False, [1, 2, 3, 4, 6, 8])])
+def test_blank_k_values_sweep_what_the_library_sweeps(cpu_worker, quick, ks):
+    """One default for the site and the CLI: blank K is the experiment's own sweep."""
+    from advisor.jobs.spec import config_for
+    from profiling.experiments.speculative import make_plan
+
+    data = form_data(run_speculative="on", spec_ks=" ")
+    if not quick:
+        data.pop("quick", None)
+    form = JobForm(data)
     assert form.is_valid(), form.errors
-    assert form.save(commit=False).spec_ks == "1,2,4"
+    job = form.save(commit=False)
+    assert job.spec_ks == "" and job.quick is quick
+    config = config_for(job)
+    assert config.spec_ks == []
+    assert make_plan(config.quick, 1, 16).ks == ks
 
 
 def test_k_values_are_stored_sorted_without_repeats(cpu_worker):
@@ -82,7 +94,7 @@ def test_the_form_page_has_a_speculative_fieldset(cpu_worker):
     for name in ("run_speculative", "draft_model", "spec_ks", "prompt_lookup"):
         assert f'name="{name}"' in html
     form = JobForm()
-    assert form["spec_ks"].value() == "1,2,4" and form["prompt_lookup"].value() is True
+    assert form["spec_ks"].value() == "" and form["prompt_lookup"].value() is True
 
 
 def test_config_for_maps_the_speculative_fields(cpu_worker):

@@ -232,9 +232,9 @@ def test_cli_runs_the_quantization_experiment(model_dir: Path, tmp_path: Path) -
 
 def test_cli_refuses_an_unknown_precision_or_part(model_dir: Path) -> None:
     done = run_cli("profile", str(model_dir), "--precisions", "fp32,int3")
-    assert done.returncode == 2 and "unknown precision 'int3'" in done.stderr
+    assert done.returncode == 2 and "precisions: Unknown: int3; choose from fp32" in done.stderr
     done = run_cli("profile", str(model_dir), "--quant-keep", "head")
-    assert done.returncode == 2 and "unknown part to keep 'head'" in done.stderr
+    assert done.returncode == 2 and "quant_keep: Unknown: head; choose from lm_head" in done.stderr
 
 
 # -- GPTQ (slow: calibrates on CPU) ------------------------------------------------------

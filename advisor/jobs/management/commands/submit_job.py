@@ -22,25 +22,20 @@ from django.urls import reverse
 from advisor.jobs import dispatch, reaper, submission
 from advisor.jobs.models import Job
 from profiling import hardware
+from profiling.cli_common import add_option_flags
 from profiling.config import EXPERIMENT_NAMES
+from profiling.options import NAMES, OPTIONS, parse_names
 
 BAR_WIDTH = 30
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT = 1, 2, 3
-# Form field → the flag that sets it, so an error names what the user typed.
+# Form field → the flag that sets it, so an error names what the user typed. The
+# declared options' flags are the library CLI's own (profiling.options).
 FLAGS = {
     "model_name": "--model", "model_source": "--source", "dtype": "--dtype",
-    "quick": "--full", "gpu_kind": "--gpu", "gpu_count": "--gpus", "run_on": "--run-on",
-    "prompt_tokens": "--prompt-tokens", "output_tokens": "--output-tokens",
-    "concurrency": "--concurrency", "shared_prefix_tokens": "--shared-prefix-tokens",
-    "ttft_ms": "--ttft-ms", "tpot_ms": "--tpot-ms", "stated_bottleneck": "--stated-bottleneck",
-    "notes": "--notes", "draft_model": "--draft", "spec_ks": "--spec-k",
-    "prompt_lookup": "--no-prompt-lookup", "precisions": "--precisions",
-    "quant_keep": "--quant-keep", "tp_measure": "--tp-measure",
+    "quick": "--full", "gpu_kind": "--gpu", "run_on": "--run-on",
+    "stated_bottleneck": "--stated-bottleneck", "notes": "--notes",
+    **{option.name: option.flag for option in OPTIONS.values()},
 }  # fmt: skip
-
-
-def _names(text: str) -> list[str]:
-    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def bar(job: Job) -> str:
@@ -73,25 +68,14 @@ class Command(BaseCommand):
         parser.add_argument("--dtype", default="auto")
         parser.add_argument("--full", action="store_true", help="full sweeps (default: quick)")
         parser.add_argument("--gpu", default="", help="target GPU kind (H100, L4, …); blank: any")
-        parser.add_argument("--gpus", type=int, default=1)
         parser.add_argument("--run-on", default="", help="a live queue, or wait-for-target")
-        for name, default in (("prompt", 512), ("output", 128)):
-            parser.add_argument(f"--{name}-tokens", type=int, default=default)
-        parser.add_argument("--concurrency", type=int, default=8)
-        parser.add_argument("--shared-prefix-tokens", type=int, default=0)
-        parser.add_argument("--ttft-ms", type=float)
-        parser.add_argument("--tpot-ms", type=float)
+        add_option_flags(parser, "hardware", "workload")
         parser.add_argument("--stated-bottleneck", default="unsure")
         parser.add_argument("--notes", default="")
         parser.add_argument(
             "--experiments", default="", help=f"comma-separated: {','.join(EXPERIMENT_NAMES)}"
         )
-        parser.add_argument("--draft", default="")
-        parser.add_argument("--spec-k", default="1,2,4")
-        parser.add_argument("--no-prompt-lookup", action="store_true")
-        parser.add_argument("--precisions", help="e.g. fp32,int8,int4 (the first is the reference)")
-        parser.add_argument("--quant-keep", default="", help="e.g. lm_head,embeddings")
-        parser.add_argument("--tp-measure", type=int)
+        add_option_flags(parser, "speculative", "quantization", "parallel")
         parser.add_argument(
             "--token",
             default=os.environ.get("ADVISOR_API_TOKEN", ""),
@@ -102,7 +86,7 @@ class Command(BaseCommand):
         parser.add_argument("--poll", type=float, default=0.5, help="seconds between polls")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        experiments = _names(options["experiments"])
+        experiments = parse_names(options["experiments"])
         unknown = [name for name in experiments if name not in EXPERIMENT_NAMES]
         if unknown:
             raise self.bad_input(
@@ -139,19 +123,16 @@ class Command(BaseCommand):
         values = {
             "model_name": options["model"], "model_source": options["source"],
             "dtype": options["dtype"], "quick": not options["full"],
-            "gpu_kind": _gpu_key(options["gpu"]), "gpu_count": options["gpus"],
-            "run_on": options["run_on"],
-            "prompt_tokens": options["prompt_tokens"], "output_tokens": options["output_tokens"],
-            "concurrency": options["concurrency"],
-            "shared_prefix_tokens": options["shared_prefix_tokens"],
-            "ttft_ms": options["ttft_ms"], "tpot_ms": options["tpot_ms"],
+            "gpu_kind": _gpu_key(options["gpu"]), "run_on": options["run_on"],
             "stated_bottleneck": options["stated_bottleneck"], "notes": options["notes"],
-            "draft_model": options["draft"], "spec_ks": options["spec_k"],
-            "prompt_lookup": not options["no_prompt_lookup"],
-            "quant_keep": _names(options["quant_keep"]), "tp_measure": options["tp_measure"],
         }  # fmt: skip
-        if options["precisions"] is not None:
-            values["precisions"] = _names(options["precisions"])
+        for option in OPTIONS.values():
+            value = options[option.name]
+            if option.kind == NAMES:
+                if not value:
+                    continue  # the form's own ticks, as a field left out
+                value = parse_names(value)
+            values[option.name] = value
         values.update({f"run_{name}": True for name in experiments})
         return values
 

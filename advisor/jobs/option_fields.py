@@ -1,0 +1,66 @@
+"""The new-job form's fields for the declared options (`profiling.options`).
+
+Label, help text, range and default come from the declaration; only the
+widget is the form's own choice. Lists are stored on the row as comma text
+("1,2,4", "fp32,int8"), as the checkboxes and the text box hand them over.
+"""
+
+from __future__ import annotations
+
+from django import forms
+
+from profiling.options import BOOL, CHOICE, FLOAT, INT, INTS, NAMES, TEXT, Option, parse_ints
+
+# How a choice reads beside its checkbox.
+CHOICE_TEXT = {
+    "precisions": lambda name, label: f"{name} — {label}",
+    "quant_keep": lambda name, label: label,
+}
+
+
+def form_field(option: Option, choice_labels: dict[str, str] | None = None) -> forms.Field:
+    common = {"label": option.label, "help_text": option.help}
+    if option.kind == INT:
+        return forms.IntegerField(min_value=option.low, max_value=option.high, **common)
+    if option.kind == FLOAT:
+        return forms.FloatField(
+            required=not option.optional,
+            min_value=option.low,
+            max_value=option.high,
+            widget=forms.NumberInput(attrs={"step": "any", "placeholder": "none"}),
+            **common,
+        )
+    if option.kind == BOOL:
+        return forms.BooleanField(required=False, **common)
+    if option.kind in (TEXT, INTS):
+        return forms.CharField(max_length=option.max_length or 64, required=False, **common)
+    if option.kind == NAMES:
+        text = CHOICE_TEXT.get(option.name, lambda name, label: f"{name} — {label}")
+        labels = choice_labels or {}
+        return forms.MultipleChoiceField(
+            required=False,
+            choices=[(name, text(name, labels.get(name, name))) for name in option.choices],
+            widget=forms.CheckboxSelectMultiple,
+            **common,
+        )
+    if option.kind == CHOICE:
+        blank = "Default" if option.optional else None
+        choices = [("", blank)] if blank else []
+        choices += [(str(c), f"{c} {option.unit}".strip() if c else "Off") for c in option.choices]
+        return forms.TypedChoiceField(
+            required=False, choices=choices, coerce=int, empty_value=None, **common
+        )
+    raise ValueError(f"no form field for option kind {option.kind!r}")
+
+
+def clean_ints(option: Option, text: str) -> str:
+    """Numbers as stored ("1,2,4"), sorted and each once; blank stays blank (the default)."""
+    numbers = parse_ints(text)
+    if numbers is None:
+        raise forms.ValidationError(
+            f"{option.label}: whole numbers separated by commas, e.g. 1,2,4."
+        )
+    problem = option.problem(numbers)
+    if problem is not None:
+        raise forms.ValidationError(problem)
+    return ",".join(str(n) for n in numbers)

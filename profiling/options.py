@@ -1,0 +1,338 @@
+"""Every job option, declared once: its name, type, default, range, unit and help text.
+
+The surfaces derive from these declarations and never restate them: the
+library's config (`profiling.config`: defaults, limits, validation), both
+command lines (`python -m profiling` and `manage.py submit_job`, through
+`flag_arguments`), the site's new-job form, the JSON API's request model and
+its OpenAPI document. Adding an option is one `Option` here and its test
+(`tests/test_options.py` checks every surface against every declaration).
+
+`name` is the option's field name in the form, the API and the job row;
+`config` is where the library's `ProfileConfig` keeps it, when that differs.
+`problem(value)` says in one sentence what is wrong with a value, so the
+library, the form and the API refuse it in the same words.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+BOTTLENECKS = ("memory", "prompt", "generation", "devices", "unsure")
+DTYPES = ("auto", "float32", "bfloat16", "float16")
+# Quantization: the precisions a job can compare (the first chosen is the
+# reference), and the parts a variant may keep in the reference precision.
+PRECISIONS = {
+    "fp32": "float32",
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "int8": "int8 weight-only (torchao)",
+    "int8-dynamic": "int8 weights and activations (torchao)",
+    "int4": "int4 weight-only (torchao; CUDA)",
+    "fp8": "float8 weight-only (torchao; GPUs with fp8)",
+    "bnb-int8": "bitsandbytes LLM.int8()",
+    "bnb-nf4": "bitsandbytes 4-bit NF4",
+    "gptq-int4": "GPTQ int4, calibrated here (gptqmodel)",
+}
+KEEP_CHOICES = {
+    "lm_head": "the output head (lm_head)",
+    "embeddings": "the token embeddings",
+    "edge_blocks": "the first and last decoder blocks",
+}
+# Parallel: the process counts a measured tensor-parallel run may use (0: off).
+TP_MEASURE_SIZES = (0, 2, 4, 8)
+# Speculative decoding: the draft lengths swept when none are given.
+QUICK_KS = (1, 2, 4)
+FULL_KS = (1, 2, 3, 4, 6, 8)
+# Quantization: what the form ticks at first (a float reference, then the two
+# usual weight-only quantizations; int4 needs CUDA and a CPU worker reports it
+# "not available here"). The library with no precisions runs the run's dtype,
+# int8 and int4: the same set on a CPU.
+FORM_PRECISIONS = ("fp32", "int8", "int4")
+
+INT, FLOAT, BOOL, TEXT, INTS, NAMES, CHOICE = (
+    "int", "float", "bool", "text", "ints", "names", "choice",
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    family: str  # "workload", "hardware", "speculative", "quantization", "parallel"
+    kind: str  # INT, FLOAT, BOOL, TEXT, INTS (numbers), NAMES (of `choices`), CHOICE
+    default: Any
+    label: str
+    help: str
+    flag: str  # the command-line flag of both commands
+    low: float | None = None
+    high: float | None = None
+    unit: str = ""  # "tokens", "ms", "requests", "GPUs", "processes"
+    choices: tuple[Any, ...] = ()
+    optional: bool = False  # None is a value: "no target", "the default"
+    max_items: int | None = None  # INTS and NAMES
+    max_length: int | None = None  # TEXT
+    config: str = ""  # the ProfileConfig attribute when it is not `name`
+    negated_flag: bool = False  # a BOOL that defaults on: the flag turns it off
+    off_help: str = ""  # the help of that flag
+    metavar: str = ""  # the flag's value in --help ("N" for a count by default)
+
+    @property
+    def config_name(self) -> str:
+        return self.config or self.name
+
+    def range_text(self) -> str:
+        """ "1 to 1,048,576 tokens" (numbers), "" otherwise."""
+        if self.low is None or self.high is None:
+            return ""
+        low, high = (f"{v:,.0f}" if v == int(v) else f"{v:g}" for v in (self.low, self.high))
+        return f"{low} to {high} {self.unit}".strip()
+
+    def problem(self, value: Any) -> str | None:
+        """What is wrong with `value` in one sentence, or None when it is acceptable."""
+        if value is None:
+            return None if self.optional else f"{self.label} is required."
+        if self.kind == INT:
+            whole = isinstance(value, int) and not isinstance(value, bool)
+            if not whole or not self.low <= value <= self.high:
+                return f"{self.label} must be a whole number from {self.range_text()}."
+        elif self.kind == FLOAT:
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if not number or not math.isfinite(value) or not self.low <= value <= self.high:
+                return f"{self.label} must be a number from {self.range_text()}."
+        elif self.kind == INTS:
+            return self._ints_problem(value)
+        elif self.kind == NAMES:
+            unknown = [v for v in value if v not in self.choices]
+            if unknown:
+                shown, allowed = ", ".join(map(str, unknown)), ", ".join(map(str, self.choices))
+                return f"Unknown: {shown}; choose from {allowed}."
+            if len(set(value)) != len(value):
+                return f"Each of {self.label.lower()} may be listed once."
+        elif self.kind == CHOICE and value not in self.choices:
+            shown = ", ".join(str(c) for c in self.choices)
+            return f"{self.label} must be one of: {shown}."
+        return None
+
+    def _ints_problem(self, value: Any) -> str | None:
+        if any(not isinstance(v, int) or isinstance(v, bool) for v in value):
+            return f"{self.label}: whole numbers separated by commas, e.g. 1,2,4."
+        if any(not self.low <= v <= self.high for v in value):
+            return f"Each of {self.label} must be from {self.range_text()}."
+        if self.max_items is not None and len(set(value)) > self.max_items:
+            return f"At most {self.max_items} values of {self.label}."
+        return None
+
+
+TARGET_MS = {"low": 0.001, "high": 3_600_000.0, "unit": "ms", "optional": True}
+
+OPTIONS: dict[str, Option] = {
+    o.name: o
+    for o in (
+        # The workload --------------------------------------------------------------
+        Option(
+            "prompt_tokens",
+            "workload",
+            INT,
+            512,
+            "Prompt tokens",
+            "Tokens in one request's prompt.",
+            "--prompt-tokens",
+            low=1,
+            high=1_048_576,
+            unit="tokens",
+        ),
+        Option(
+            "output_tokens",
+            "workload",
+            INT,
+            128,
+            "Output tokens",
+            "Tokens generated for one request.",
+            "--output-tokens",
+            low=1,
+            high=131_072,
+            unit="tokens",
+        ),
+        Option(
+            "concurrency",
+            "workload",
+            INT,
+            8,
+            "Concurrent requests",
+            "Requests served at the same time.",
+            "--concurrency",
+            low=1,
+            high=4096,
+            unit="requests",
+        ),
+        Option(
+            "shared_prefix_tokens",
+            "workload",
+            INT,
+            0,
+            "Shared-prefix tokens",
+            "Tokens every prompt starts with (≤ prompt).",
+            "--shared-prefix-tokens",
+            low=0,
+            high=1_048_576,
+            unit="tokens",
+        ),
+        Option(
+            "ttft_ms",
+            "workload",
+            FLOAT,
+            None,
+            "Time-to-first-token target",
+            "Optional, in milliseconds.",
+            "--ttft-ms",
+            **TARGET_MS,
+        ),
+        Option(
+            "tpot_ms",
+            "workload",
+            FLOAT,
+            None,
+            "Time-per-output-token target",
+            "Optional, in milliseconds.",
+            "--tpot-ms",
+            **TARGET_MS,
+        ),
+        # The deployment target ------------------------------------------------------
+        Option(
+            "gpu_count",
+            "hardware",
+            INT,
+            1,
+            "GPU count",
+            "How many GPUs of that kind.",
+            "--gpus",
+            low=1,
+            high=1024,
+            unit="GPUs",
+        ),
+        # Speculative decoding --------------------------------------------------------
+        Option(
+            "draft_model",
+            "speculative",
+            TEXT,
+            "",
+            "Draft model",
+            "Blank: the family's default (demo-draft for demo) · a Hub id · /an/absolute/dir",
+            "--draft",
+            max_length=512,
+            config="draft",
+            metavar="MODEL",
+        ),
+        Option(
+            "spec_ks",
+            "speculative",
+            INTS,
+            (),
+            "Draft lengths (K)",
+            f"Comma-separated, 1 to 16, at most 8 values. Blank: "
+            f"{','.join(map(str, QUICK_KS))} in quick mode, "
+            f"{','.join(map(str, FULL_KS))} in full.",
+            "--spec-k",
+            low=1,
+            high=16,
+            max_items=8,
+            metavar="1,2,4",
+        ),
+        Option(
+            "prompt_lookup",
+            "speculative",
+            BOOL,
+            True,
+            "Also try prompt lookup (n-gram drafts, no model)",
+            "Drafts taken from the prompt itself: no draft model, no extra memory.",
+            "--no-prompt-lookup",
+            negated_flag=True,
+            off_help="Skip prompt lookup (n-gram drafts taken from the prompt).",
+        ),
+        # Quantization -----------------------------------------------------------------
+        Option(
+            "precisions",
+            "quantization",
+            NAMES,
+            (),
+            "Precisions to compare",
+            "Two or more. The first ticked or listed, in this list's order, is the reference "
+            "the others are compared against (fp32 on a CPU; bf16 is the usual one on a GPU). "
+            "int4 and fp8 need a CUDA GPU: a CPU worker reports them as “not available here” "
+            "rather than skipping them. None: the run's dtype, int8 and int4.",
+            "--precisions",
+            choices=tuple(PRECISIONS),
+            metavar="fp32,int8",
+        ),
+        Option(
+            "quant_keep",
+            "quantization",
+            NAMES,
+            (),
+            "Also try keeping in the reference precision",
+            "Each quantized precision is then measured a second time with these parts "
+            "left unquantized, to show what keeping them costs and saves.",
+            "--quant-keep",
+            choices=tuple(KEEP_CHOICES),
+            metavar="lm_head,embeddings",
+        ),
+        # Parallelism -------------------------------------------------------------------
+        Option(
+            "tp_measure",
+            "parallel",
+            CHOICE,
+            None,
+            "Measured tensor-parallel run",
+            "Also run the model split over this many processes (torchrun) against one "
+            "process: per-device weights, prefill and decode time, outputs checked equal. "
+            "On a CPU worker, 2 runs two processes with gloo: slow, but it checks the split. "
+            "4 and 8 need that many GPUs. None: 2 where the worker has 2+ CUDA GPUs, "
+            "else off; 0: off.",
+            "--tp-measure",
+            choices=TP_MEASURE_SIZES,
+            optional=True,
+            unit="processes",
+        ),
+    )  # fmt: skip
+}
+
+
+def family(name: str) -> list[Option]:
+    return [o for o in OPTIONS.values() if o.family == name]
+
+
+def parse_ints(text: str) -> list[int] | None:
+    """ "1, 2,4" → [1, 2, 4] (sorted, each once); None when a part is not an ASCII number."""
+    parts = [part.strip() for part in text.split(",")] if text.strip() else []
+    # isdigit() alone takes "²" and "①", which int() refuses: ASCII digits only.
+    if not all(part.isascii() and part.isdigit() for part in parts):
+        return None
+    return sorted({int(part) for part in parts})
+
+
+def parse_names(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
+
+
+def flag_arguments(option: Option) -> tuple[str, dict[str, Any]]:
+    """(flag, argparse keyword arguments) for `option`; lists are read as comma text."""
+    help_text = option.off_help if option.negated_flag else option.help
+    if option.range_text() and option.kind in (INT, FLOAT):
+        help_text = f"{help_text} {option.range_text()}."
+    kwargs: dict[str, Any] = {"dest": option.name, "help": help_text}
+    if option.kind == BOOL:
+        kwargs["action"] = "store_false" if option.negated_flag else "store_true"
+        return option.flag, kwargs
+    kwargs["metavar"] = option.metavar or {INT: "N", FLOAT: "MS", CHOICE: "N"}.get(option.kind)
+    if option.kind in (INT, FLOAT):
+        kwargs.update(type=int if option.kind == INT else float, default=option.default)
+    elif option.kind == CHOICE:
+        kwargs.update(type=int, choices=option.choices, default=option.default)
+    elif option.kind in (INTS, NAMES):
+        kwargs["default"] = ",".join(map(str, option.default))
+        if option.choices:
+            kwargs["help"] = f"{help_text} ({', '.join(map(str, option.choices))})"
+    else:
+        kwargs["default"] = option.default
+    return option.flag, kwargs

@@ -1,0 +1,105 @@
+"""Each declared option (`profiling.options`) reaches every surface unchanged: the
+library's config and CLI, `submit_job`, the new-job form, the API's schema and the
+job row. A new option is one declaration; these tests check it everywhere."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+from django.core.management import load_command_class
+
+from advisor.jobs.forms import JobForm
+from advisor.jobs.models import Job
+from advisor.jobs.request import JobRequest
+from profiling.cli import build_parser
+from profiling.config import Hardware, ProfileConfig, Workload
+from profiling.options import BOOL, FLOAT, INT, INTS, NAMES, OPTIONS, Option, flag_arguments
+
+pytestmark = pytest.mark.django_db
+DECLARED = list(OPTIONS.values())
+
+
+def actions(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:
+    return {flag: action for action in parser._actions for flag in action.option_strings}
+
+
+def library_parser() -> argparse.ArgumentParser:
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["profile"]
+
+
+def submit_parser() -> argparse.ArgumentParser:
+    return load_command_class("advisor.jobs", "submit_job").create_parser("manage.py", "submit_job")
+
+
+def config_default(option: Option):
+    owner = {"workload": Workload(), "hardware": Hardware()}.get(
+        option.family, ProfileConfig(model="demo")
+    )
+    return getattr(owner, option.config_name)
+
+
+@pytest.mark.parametrize("option", DECLARED, ids=lambda o: o.name)
+def test_both_command_lines_take_the_option_with_its_flag_default_and_help(option):
+    flag, expected = flag_arguments(option)
+    for parser in (library_parser(), submit_parser()):
+        action = actions(parser)[flag]
+        assert action.dest == option.name
+        assert action.default == expected.get("default", action.default)
+        assert (option.off_help if option.negated_flag else option.help) in action.help
+
+
+@pytest.mark.parametrize("option", DECLARED, ids=lambda o: o.name)
+def test_the_form_field_has_the_options_label_help_and_range(option):
+    field = JobForm().fields[option.name]
+    assert (field.label, field.help_text) == (option.label, option.help)
+    if option.kind in (INT, FLOAT):
+        assert (field.min_value, field.max_value) == (option.low, option.high)
+        assert field.required is not option.optional
+    if option.kind == NAMES:
+        assert [value for value, _ in field.choices] == list(option.choices)
+
+
+@pytest.mark.parametrize("option", DECLARED, ids=lambda o: o.name)
+def test_the_api_schema_describes_the_option(option):
+    schema = JobRequest.model_json_schema()["properties"][option.name]
+    assert schema["title"] == option.label and option.help in schema["description"]
+    if option.kind in (INT, FLOAT):
+        bounded = schema["anyOf"][0] if option.optional else schema
+        assert (bounded["minimum"], bounded["maximum"]) == (option.low, option.high)
+
+
+@pytest.mark.parametrize("option", DECLARED, ids=lambda o: o.name)
+def test_the_library_and_the_job_row_default_to_the_declared_value(option):
+    default = config_default(option)
+    if option.kind in (INTS, NAMES):
+        assert default == list(option.default)
+    elif option.name == "draft_model":
+        assert default is None and option.default == ""  # blank: the family's default draft
+    else:
+        assert default == option.default
+    row = Job(model_name="demo")
+    stored = getattr(row, option.name)
+    if option.kind in (INT, BOOL):
+        assert stored == option.default
+    if option.kind == INTS:
+        assert stored == ",".join(map(str, option.default))
+
+
+@pytest.mark.parametrize(
+    ("name", "bad"),
+    [("prompt_tokens", 0), ("concurrency", 5000), ("ttft_ms", 0.0), ("spec_ks", [0]),
+     ("spec_ks", list(range(1, 10))), ("precisions", ["int3"]), ("tp_measure", 3)],
+)  # fmt: skip
+def test_a_bad_value_is_refused_by_the_declaration_and_the_library_in_its_words(name, bad):
+    from profiling.config import ConfigError
+
+    problem = OPTIONS[name].problem(bad)
+    assert problem
+    config = ProfileConfig(model="demo")
+    owner = config.workload if OPTIONS[name].family == "workload" else config
+    setattr(owner, OPTIONS[name].config_name, bad)
+    with pytest.raises(ConfigError) as refused:
+        config.validate()
+    assert str(refused.value) == f"{name}: {problem}"
