@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
 
+from profiling.caching import experiment as caching  # noqa: E402
 from profiling.caching.results import CachingResult  # noqa: E402
 from profiling.caching.sample import read_prompt_sample  # noqa: E402
 from profiling.config import Workload  # noqa: E402
-from profiling.experiments import caching  # noqa: E402
 
 
 def main() -> None:

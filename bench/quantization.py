@@ -9,7 +9,7 @@
 For every variant it prints the real bytes of the loaded weights and their
 ratio to the reference, decode ms per token at batch 1 and its ratio, TTFT,
 and (for trained weights) perplexity, top-1 agreement and KL against the
-reference, all measured in this one run by `profiling.experiments.quantization`.
+reference, all measured in this one run by `profiling.quantization.experiment`.
 With `--config-only` the weights are random: memory and speed only.
 On a shared 2-core box use `--threads 1`.
 """
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from profiling.config import ProfileConfig, Workload  # noqa: E402
-from profiling.experiments import quantization  # noqa: E402
 from profiling.loading import load, pick_dtype  # noqa: E402
+from profiling.quantization import experiment as quantization  # noqa: E402
 from profiling.quantization.results import QuantizationResult  # noqa: E402
 
 DEFAULT_CPU = "fp32,bf16,int8,int8-dynamic,int4,fp8,bnb-int8,bnb-nf4"

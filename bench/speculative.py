@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig  # noqa: E402
 
-from profiling.experiments import speculative  # noqa: E402
 from profiling.prompts import PromptSet, load_prompts  # noqa: E402
+from profiling.speculative import experiment as speculative  # noqa: E402
 from profiling.speculative.results import SpeculativeResult  # noqa: E402
 
 # Random-weights pairs: a Llama target and a draft with the same vocabulary.

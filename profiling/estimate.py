@@ -23,19 +23,28 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol
 
 from profiling import serde
 from profiling.hardware import GPU
 from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
-from profiling.profile import Profile
-from profiling.results import DecodePoint, PrefillPoint
+from profiling.results import DecodePoint, Environment, PrefillPoint
 from profiling.shapes import Shapes
 
 # Shares of the datasheet peak a well-tuned server reaches (an assumption,
 # replaced by the measured share as soon as a profile of this GPU exists).
 ASSUMED_COMPUTE_EFFICIENCY = 0.5
 ASSUMED_BANDWIDTH_EFFICIENCY = 0.75
+
+
+class Measured(Protocol):
+    """What a calibration reads of a profile (`profiling.profile.Profile` is one)."""
+
+    environment: Environment
+    prefill: list[PrefillPoint]
+    decode: list[DecodePoint]
+
+
 ESTIMATED, CALIBRATED = "estimated", "calibrated"
 
 
@@ -226,7 +235,7 @@ def decode_point(shapes: Shapes, dtype: str, point: DecodePoint) -> Point:
     )
 
 
-def _phases(shapes: Shapes, profile: Profile) -> list[tuple[str, list[Any], list[Point]]]:
+def _phases(shapes: Shapes, profile: Measured) -> list[tuple[str, list[Any], list[Point]]]:
     dtype = profile.environment.dtype or "float32"
     return [
         ("prefill_seconds", profile.prefill,
@@ -236,7 +245,7 @@ def _phases(shapes: Shapes, profile: Profile) -> list[tuple[str, list[Any], list
     ]  # fmt: skip
 
 
-def calibrate(shapes: Shapes, profile: Profile, device: str = "") -> Calibration:
+def calibrate(shapes: Shapes, profile: Measured, device: str = "") -> Calibration:
     """Rates fitted to every measured prefill and decode point of a profile."""
     (_, _, prefill), (_, _, decode) = _phases(shapes, profile)
     where = device or profile.environment.device_name or "the worker"
@@ -255,7 +264,7 @@ _AT = {
 }
 
 
-def leave_one_out(shapes: Shapes, profile: Profile) -> list[Prediction]:
+def leave_one_out(shapes: Shapes, profile: Measured) -> list[Prediction]:
     """Each measured point predicted from a calibration on the other points of its phase."""
     out = []
     for metric, raw, points in _phases(shapes, profile):

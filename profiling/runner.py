@@ -13,10 +13,11 @@ from typing import Any
 from profiling import hardware
 from profiling.config import ConfigError, ProfileConfig
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
-from profiling.experiments import Experiment, ExperimentContext, get_experiment
+from profiling.experiments import Experiment, ExperimentContext
 from profiling.profile import Profile
 from profiling.progress import Progress, no_progress, span
 from profiling.results import FitCheck, MemoryResult
+from profiling.techniques import experiment as get_experiment
 from profiling.timing import Clock
 
 LOAD_END, MEASURE_END, BASELINE_END, EXPERIMENTS_END = 0.25, 0.30, 0.92, 0.99

@@ -12,15 +12,10 @@ from typing import Any
 
 from profiling.advice_results import ESTIMATED, Advice, Change, DecidingNumber, Evidence
 from profiling.config import BOTTLENECK_LABELS
+from profiling.techniques import TECHNIQUES
 from profiling.units import UNKNOWN, count, ms, pct, significant, size, tok_s
 
-TECHNIQUE_LABELS = {
-    "quantization": "Quantization",
-    "speculative": "Speculative decoding",
-    "caching": "Prefix caching",
-    "parallel": "Parallelism across devices",
-    "disaggregation": "Prefill/decode disaggregation",
-}
+TECHNIQUE_LABELS = {t.name: t.label for t in TECHNIQUES}
 # Sections a job's page always has, whatever its experiments.
 ALWAYS_PRESENT = ("verdict", "advice", "memory", "prefill", "decode", "predictions", "what-if",
                   "environment")  # fmt: skip

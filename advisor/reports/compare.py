@@ -16,16 +16,11 @@ from advisor.jobs.models import Job
 from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
 from profiling.advice_results import Advice
 from profiling.profile import Profile
+from profiling.techniques import TECHNIQUES
 from profiling.units import UNKNOWN, gb, ms, size, tok_s
 
 # Each experiment's result carries a one-line `finding`; parallel also writes disaggregation.
-EXPERIMENTS = {
-    "quantization": "Quantization",
-    "speculative": "Speculative decoding",
-    "caching": "Prefix caching",
-    "parallel": "Parallelism",
-    "disaggregation": "Disaggregation",
-}
+EXPERIMENTS = {t.name: t.label for t in TECHNIQUES}
 DASHES = ["solid", "dash", "dot", "dashdot"]
 
 

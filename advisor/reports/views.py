@@ -34,6 +34,7 @@ from advisor.reports import (
     whatif_form,
 )
 from profiling.profile import Profile
+from profiling.techniques import TECHNIQUES
 from profiling.units import UNKNOWN, count, gb
 
 log = logging.getLogger(__name__)
@@ -69,20 +70,30 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
     profile = load_profile(job)
     if profile is None:
         return {"report_error": "This job's result could not be read by this version of the site."}
-    ran = profile.experiments
     context = {
         "profile": profile,
         "charts": charts.all_charts(profile),
         "verdict": _verdict_context(job, profile),
         "environment_rows": environment_rows(profile),
         "model_rows": model_rows(profile),
-        "speculative": speculative.section_context(profile.experiments.speculative),
-        "quantization": quantization.section_context(ran.quantization),
-        "caching": caching.section_context(ran.caching),
-        "parallel": parallel.section_context(ran.parallel, ran.disaggregation),
+        **technique_sections(profile),
     }
     context.update(_advice_sections(job, profile, context, query))
     return context
+
+
+# Each technique's section, by the registry's name (disaggregation is drawn in parallel's).
+SECTIONS = {
+    "speculative": lambda ran: speculative.section_context(ran.speculative),
+    "quantization": lambda ran: quantization.section_context(ran.quantization),
+    "caching": lambda ran: caching.section_context(ran.caching),
+    "parallel": lambda ran: parallel.section_context(ran.parallel, ran.disaggregation),
+}
+
+
+def technique_sections(profile: Profile) -> dict[str, Any]:
+    """Every registered technique's section context (None where it did not run)."""
+    return {t.name: SECTIONS[t.name](profile.experiments) for t in TECHNIQUES if t.name in SECTIONS}
 
 
 def _advice_sections(

@@ -16,10 +16,10 @@ from typing import Any
 
 from profiling import hardware, memory
 from profiling.advice.build import advise
-from profiling.advice.facts import Facts
 from profiling.advice_results import Advice
 from profiling.config import Workload
 from profiling.estimate import Calibration, PhaseRate, Projection, assumed, calibrate, project
+from profiling.facts import Facts
 from profiling.hardware import GPU
 from profiling.profile import Profile
 from profiling.results import FitCheck

@@ -17,10 +17,11 @@ In order, the first that holds:
 
 from __future__ import annotations
 
-from profiling.advice.facts import Facts
-from profiling.advice.quality import acceptable
 from profiling.advice_results import DecidingNumber, QualityTolerance
 from profiling.config import BOTTLENECK_LABELS
+from profiling.facts import Facts
+from profiling.profile import Experiments
+from profiling.quantization.tolerance import acceptable
 from profiling.shapes import DTYPE_BYTES
 
 MIN_HEADROOM_SHARE = 0.10
@@ -29,9 +30,9 @@ PREFILL_MATTERS = 0.20
 REUSE_MATTERS = 0.30
 
 
-def prompt_reuse(facts: Facts) -> tuple[float, str]:
+def prompt_reuse(facts: Facts, ran: Experiments) -> tuple[float, str]:
     """(share of prompt tokens repeated across prompts, where the figure comes from)."""
-    caching = facts.experiments.caching
+    caching = ran.caching
     if caching is not None:
         sample = caching.prompt_sample
         if sample is not None:
@@ -40,9 +41,11 @@ def prompt_reuse(facts: Facts) -> tuple[float, str]:
     return workload.shared_prefix_tokens / workload.prompt_tokens, "config.workload"
 
 
-def smallest_weights(facts: Facts, tolerance: QualityTolerance) -> tuple[int, str]:
+def smallest_weights(
+    facts: Facts, ran: Experiments, tolerance: QualityTolerance
+) -> tuple[int, str]:
     """The smallest weights quantization offers within the tolerance, and how that is known."""
-    result = facts.experiments.quantization
+    result = ran.quantization
     if result is not None:
         ok = acceptable(result, tolerance)
         reference = result.reference_variant
@@ -57,10 +60,12 @@ def smallest_weights(facts: Facts, tolerance: QualityTolerance) -> tuple[int, st
     return int(facts.weights_bytes / per_param), "int8 weights (estimated)"
 
 
-def classify(facts: Facts, tolerance: QualityTolerance) -> tuple[str, list[DecidingNumber]]:
+def classify(
+    facts: Facts, ran: Experiments, tolerance: QualityTolerance
+) -> tuple[str, list[DecidingNumber]]:
     """(bottleneck, the numbers it was decided on)."""
     numbers = time_numbers(facts) + memory_numbers(facts)
-    reuse, where = prompt_reuse(facts)
+    reuse, where = prompt_reuse(facts, ran)
     numbers.append(
         DecidingNumber(
             "prompt_reuse_share", reuse, "share", REUSE_MATTERS,
@@ -69,7 +74,7 @@ def classify(facts: Facts, tolerance: QualityTolerance) -> tuple[str, list[Decid
     )  # fmt: skip
     fit = facts.fit
     if fit is not None:
-        small, how = smallest_weights(facts, tolerance)
+        small, how = smallest_weights(facts, ran, tolerance)
         after = facts.fit_with_weights(small)
         numbers.append(
             DecidingNumber(

@@ -18,15 +18,11 @@ from typing import Any
 
 from profiling import hardware
 from profiling.advice.bottleneck import classify, label, prompt_reuse
-from profiling.advice.facts import Facts
-from profiling.advice.quality import DEFAULT_TOLERANCE
-from profiling.advice.rules import RULES, rank
-from profiling.advice.text import gb
 from profiling.advice_results import (
     CALIBRATED,
     ESTIMATED,
+    MEASURED,
     PROJECTED,
-    TECHNIQUES,
     Advice,
     MissingExperiment,
     NotRecommended,
@@ -43,9 +39,13 @@ from profiling.estimate import (
     project,
     relative_error,
 )
+from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.hardware import GPU
-from profiling.profile import Profile
+from profiling.profile import Experiments, Profile
+from profiling.quantization.tolerance import DEFAULT_TOLERANCE
+from profiling.rule_kit import gb
 from profiling.shapes import Shapes
+from profiling.techniques import TECHNIQUES
 
 RANKING = (
     "recommendations acting on the bottleneck first, then by expected gain: the factor by "
@@ -62,16 +62,24 @@ MISSING_HINTS = {
 }
 
 
-def advise(facts: Facts, tolerance: QualityTolerance = DEFAULT_TOLERANCE) -> Advice:
-    bottleneck, numbers = classify(facts, tolerance)
+def advise(
+    facts: Facts,
+    ran: Experiments | None = None,
+    tolerance: QualityTolerance = DEFAULT_TOLERANCE,
+) -> Advice:
+    """The advice from the figures and what each technique's experiment found (`ran`;
+    none for an estimate): every technique's rule in the registry, ranked."""
+    ran = ran or Experiments()
+    bottleneck, numbers = classify(facts, ran, tolerance)
     recommendations: list[Recommendation] = []
     refused: list[NotRecommended] = []
-    for rule in RULES.values():
-        for outcome in rule(facts, bottleneck, tolerance):
+    for technique in TECHNIQUES:
+        result = getattr(ran, technique.name)
+        for outcome in technique.advise(facts, result, bottleneck, tolerance):
             bucket = recommendations if isinstance(outcome, Recommendation) else refused
             bucket.append(outcome)  # type: ignore[arg-type]
     recommendations = rank(recommendations, bottleneck)
-    reason = why(bottleneck, facts)
+    reason = why(bottleneck, facts, ran)
     agrees, note = agreement(facts, bottleneck, reason)
     return Advice(
         basis=facts.basis,
@@ -84,13 +92,13 @@ def advise(facts: Facts, tolerance: QualityTolerance = DEFAULT_TOLERANCE) -> Adv
         agreement_note=note,
         recommendations=recommendations,
         not_recommended=refused,
-        experiments_missing=missing(facts, recommendations, refused),
+        experiments_missing=missing(facts, ran, recommendations, refused),
         quality_tolerance=tolerance,
         ranking=RANKING,
     )
 
 
-def why(bottleneck: str, facts: Facts) -> str:
+def why(bottleneck: str, facts: Facts, ran: Experiments) -> str:
     """The deciding figures of `bottleneck` in one clause."""
     fit = facts.fit
     if bottleneck in ("memory", "devices") and fit is not None:
@@ -99,7 +107,7 @@ def why(bottleneck: str, facts: Facts) -> str:
         text = f"weights + KV cache need {need} of {usable} usable on {where}"
         return text + (", even with quantized weights" if bottleneck == "devices" else "")
     if bottleneck == "prompt":
-        reuse, _ = prompt_reuse(facts)
+        reuse, _ = prompt_reuse(facts, ran)
         text = f"prefill is {facts.prefill_share:.0%} of a request's time"
         return text + (f" and {reuse:.0%} of prompt tokens are repeated" if reuse else "")
     text = f"decode is {facts.decode_share:.0%} of a request's time"
@@ -139,13 +147,21 @@ def _against(stated: str, facts: Facts) -> str:
     return f"decode is only {facts.decode_share:.0%} of a request's time"
 
 
+def rank(recommendations: list[Recommendation], bottleneck: str) -> list[Recommendation]:
+    """Those acting on the bottleneck first, then the larger expected gain."""
+    return sorted(recommendations, key=lambda r: (r.serves != bottleneck, -r.gain))
+
+
 def missing(
-    facts: Facts, recommendations: list[Recommendation], refused: list[NotRecommended]
+    facts: Facts,
+    ran: Experiments,
+    recommendations: list[Recommendation],
+    refused: list[NotRecommended],
 ) -> list[MissingExperiment]:
     judged = {r.technique for r in recommendations} | {r.technique for r in refused}
     out = []
-    for technique in TECHNIQUES:
-        if getattr(facts.experiments, technique) is not None:
+    for technique in (t.name for t in TECHNIQUES):
+        if getattr(ran, technique) is not None:
             continue
         how = "estimated" if technique in judged else "not judged"
         lead = "not run in this job" if facts.measured else "no experiment runs in an estimate"
@@ -164,7 +180,43 @@ def advise_profile(
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
 ) -> Advice:
     """The advice for a profile; raises ValueError when it has no verdict."""
-    return advise(Facts.from_profile(profile, shapes), tolerance)
+    return advise(facts_of(profile, shapes), profile.experiments, tolerance)
+
+
+def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
+    """Facts of a measured profile; raises ValueError without a verdict."""
+    verdict = profile.verdict
+    if verdict is None:
+        raise ValueError("the profile has no verdict (no prefill or decode points)")
+    config, env, mem = profile.config, profile.environment, profile.memory
+    workload = config.workload
+    calibration = None
+    if shapes is not None and profile.prefill and profile.decode:
+        calibration = calibrate(shapes, profile, env.device_name)
+    return Facts(
+        basis=MEASURED,
+        workload=workload,
+        stated_bottleneck=config.stated_bottleneck or "unsure",
+        dtype=env.dtype or "float32",
+        device=env.device,
+        gpu=gpu_of(config.hardware.gpu_kind or env.gpu_kind),
+        gpu_count=config.hardware.gpu_count,
+        ttft_seconds=verdict.ttft_ms / 1e3,
+        tpot_seconds=verdict.tpot_ms / 1e3,
+        prefill_share=verdict.prefill_share,
+        decode_share=verdict.decode_share,
+        end_to_end_seconds=verdict.end_to_end_seconds,
+        ttft_meets_target=verdict.ttft_meets_target,
+        tpot_meets_target=verdict.tpot_meets_target,
+        weights_bytes=mem.weights_bytes,
+        kv_bytes_per_token=mem.kv_cache_bytes_per_token,
+        fit=mem.fit,
+        timing_key="verdict",
+        decode_fraction_of_peak=decode_peak(profile.decode, workload.concurrency),
+        prefill_fraction_of_peak=prefill_peak(profile.prefill, workload.prompt_tokens),
+        shapes=shapes,
+        calibration=calibration,
+    )
 
 
 def profile_predictions(profile: Profile, shapes: Shapes) -> list[PredictionPoint]:
@@ -286,4 +338,4 @@ def estimate_report(
     facts = Facts.from_projection(projection, shapes, rates, workload, gpu, stated_bottleneck)
     where = f"{gpu_count}× {gpu.key}"
     points = projection_points(projection, workload, where, ESTIMATED, None, rates.note)
-    return advise(facts, tolerance), points
+    return advise(facts, None, tolerance), points

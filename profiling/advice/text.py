@@ -3,18 +3,7 @@
 from __future__ import annotations
 
 from profiling.advice_results import Advice, PredictionPoint
-
-
-def ms(seconds: float) -> str:
-    """Milliseconds: three significant figures below 100, whole above."""
-    return f"{seconds * 1e3:,.3g}" if seconds < 0.1 else f"{seconds * 1e3:,.0f}"
-
-
-def gb(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6)):
-        if abs(n) >= size / 10:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n / 1e3:,.2f} KB"
+from profiling.rule_kit import gb, ms
 
 
 def render_advice(advice: Advice) -> list[str]:

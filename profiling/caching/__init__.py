@@ -4,5 +4,5 @@
 prefixes in it with a token trie (no torch), `measure` times prefills with a
 reused cache against cold ones (torch), `report` turns the numbers into a
 finding, and `results` holds the serialisable result types (no torch).
-The experiment itself is `profiling.experiments.caching`.
+The experiment itself is `profiling.caching.experiment`.
 """

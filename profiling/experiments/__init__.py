@@ -1,13 +1,13 @@
-"""The registry of optional experiments, and the contract they follow.
+"""The baseline's sweeps (`baseline.py`, `baseline_plan.py`), and what every optional
+experiment is given.
 
-The baseline (prefill and decode sweeps) always runs; it lives in
-`profiling.experiments.baseline` and is called by the runner directly.
-Optional experiments are looked up by name in `REGISTRY`, an explicit dict:
-a name listed in `profiling.config.EXPERIMENT_NAMES` but missing here is
-refused with a `ConfigError`, so nothing ever reports results it did not
-measure. An experiment is a function `(ExperimentContext) -> dict` whose
-dict (JSON-able, usually a result dataclass's `to_dict()`) is stored under
-its name in `Profile.experiments`.
+The baseline (prefill and decode sweeps) always runs, called by the runner
+directly. The optional experiments live in their technique's folder
+(`profiling/<technique>/experiment.py`) and are listed in `profiling.techniques`:
+a name the config asks for that has no experiment there is refused with a
+`ConfigError`, so nothing ever reports results it did not measure. An
+experiment is a function `(ExperimentContext) -> result`; its typed result is
+stored under its name in `Profile.experiments`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.config import ConfigError, ProfileConfig
+from profiling.config import ProfileConfig
 from profiling.profile import Profile
 from profiling.progress import Progress
 from profiling.timing import Clock
@@ -36,53 +36,3 @@ class ExperimentContext:
 
 
 Experiment = Callable[[ExperimentContext], Any]  # a technique's typed result
-
-
-def _speculative(context: ExperimentContext) -> Any:
-    from profiling.experiments import speculative
-
-    config = context.config
-    return speculative.run_for_context(
-        context,
-        draft_name=config.draft,
-        ks=config.spec_ks or None,
-        prompt_lookup=config.prompt_lookup,
-    )
-
-
-def _quantization(context: ExperimentContext) -> Any:
-    from profiling.experiments import quantization
-
-    return quantization.run_for_context(context)
-
-
-def _caching(context: ExperimentContext) -> Any:
-    from profiling.experiments import caching
-
-    return caching.run_for_context(context)
-
-
-def _parallel(context: ExperimentContext) -> Any:
-    from profiling.experiments import parallel
-
-    result = parallel.run_for_context(context)
-    # Disaggregation is reported beside it, at the top level of the profile JSON
-    # (see profiling.experiments.parallel); the runner then stores "parallel".
-    context.profile.experiments.disaggregation = result.disaggregation
-    return result
-
-
-REGISTRY: dict[str, Experiment] = {
-    "caching": _caching,
-    "parallel": _parallel,
-    "quantization": _quantization,
-    "speculative": _speculative,
-}
-
-
-def get_experiment(name: str) -> Experiment:
-    """The registered experiment `name`; a ConfigError if it is not available."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
-        raise ConfigError(f"experiment {name} is not available in this version") from None

@@ -2,5 +2,5 @@
 
 `results` has no torch import (the site reads it); `plans` and
 `disaggregation` are pure arithmetic; `interference` and `tp_worker` run the
-model. The experiment entry point is `profiling.experiments.parallel`.
+model. The experiment entry point is `profiling.parallel.experiment`.
 """

@@ -51,7 +51,7 @@ def test_bad_k_values_get_an_error_on_their_field(cpu_worker, value, words):
 def test_blank_k_values_sweep_what_the_library_sweeps(cpu_worker, quick, ks):
     """One default for the site and the CLI: blank K is the experiment's own sweep."""
     from advisor.jobs.spec import config_for
-    from profiling.experiments.speculative import make_plan
+    from profiling.speculative.experiment import make_plan
 
     data = form_data(run_speculative="on", spec_ks=" ")
     if not quick:

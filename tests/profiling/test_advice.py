@@ -16,13 +16,13 @@ import pytest
 
 from profiling import cli
 from profiling.advice.build import advise_profile
-from profiling.advice.quality import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
 from profiling.advice_results import Advice, PredictionPoint
 from profiling.config import Hardware, ProfileConfig
 from profiling.profile import Profile
 from profiling.quantization.results import (
     FAILED,
 )
+from profiling.quantization.tolerance import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
 from profiling.shapes import Shapes
 from tests.profiling.advice_scenarios import (
     WORKLOAD,

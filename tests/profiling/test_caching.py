@@ -12,12 +12,13 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
+from profiling.caching import experiment as caching
 from profiling.caching import measure
 from profiling.caching.results import CachingResult
 from profiling.config import Workload
-from profiling.experiments import REGISTRY, caching
 from profiling.memory import kv_bytes_per_token_measured
 from profiling.profile import Profile
+from profiling.techniques import BY_NAME
 from tests.profiling.test_cli import run_cli
 from tests.profiling.tiny import tiny_llama_config
 
@@ -208,7 +209,7 @@ def test_the_plan_follows_the_workload_capped_by_quick_mode_and_positions() -> N
 
 
 def test_caching_is_registered() -> None:
-    assert "caching" in REGISTRY
+    assert BY_NAME["caching"].run is not None
 
 
 # -- the command line ---------------------------------------------------------------

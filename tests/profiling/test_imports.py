@@ -24,8 +24,8 @@ import json, sys
 import profiling, profiling.config, profiling.results, profiling.hardware, profiling.serde
 import profiling.errors, profiling.verdict, profiling.experiments, profiling.timing
 import profiling.quantization.results, profiling.quantization.report
-import profiling.experiments.quantization
-import profiling.parallel.results, profiling.parallel.plans, profiling.experiments.parallel
+import profiling.quantization.experiment
+import profiling.parallel.results, profiling.parallel.plans, profiling.parallel.experiment
 import profiling.advice.build, profiling.advice.text, profiling.estimate_cli
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "transformers"))))
 """

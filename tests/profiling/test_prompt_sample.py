@@ -141,7 +141,7 @@ def test_the_parser_and_the_analysis_import_without_torch() -> None:
     code = (
         "import json, sys\n"
         "import profiling.caching.sample, profiling.caching.reuse, profiling.caching.results\n"
-        "import profiling.caching.report, profiling.experiments.caching\n"
+        "import profiling.caching.report, profiling.caching.experiment\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('torch', 'transformers'))))"
     )

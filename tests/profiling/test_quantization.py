@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from profiling.config import ProfileConfig, Workload
-from profiling.experiments import quantization
 from profiling.loading import load
 from profiling.prompts import PromptSet, load_prompts
+from profiling.quantization import experiment as quantization
 from profiling.quantization import quality
 from profiling.quantization.keep import keep_plan
 from profiling.quantization.methods import METHODS

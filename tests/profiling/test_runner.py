@@ -9,9 +9,9 @@ import pytest
 
 from profiling.config import ConfigError, Hardware, ProfileConfig, Workload
 from profiling.errors import ModelSourceError, OutOfMemory
-from profiling.experiments import REGISTRY
 from profiling.profile import Profile
 from profiling.runner import run_profile
+from profiling.techniques import BY_NAME
 from tests.profiling.tiny import save_tiny_llama_dir
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -88,7 +88,7 @@ def test_an_unregistered_experiment_is_refused_before_loading(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # Every name may be registered by now: take one out for this test.
-    monkeypatch.delitem(REGISTRY, "quantization")
+    monkeypatch.delitem(BY_NAME, "quantization")
     config = quick_config("/nonexistent", experiments=["quantization"])
     with pytest.raises(ConfigError, match="experiment quantization is not available"):
         run_profile(config)

@@ -13,8 +13,8 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from profiling.experiments import speculative
 from profiling.prompts import load_prompts
+from profiling.speculative import experiment as speculative
 from profiling.speculative.drafting import (
     ModelDrafter,
     PromptLookupDrafter,

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
-from profiling.experiments import speculative
 from profiling.prompts import PromptSet, load_prompts
+from profiling.speculative import experiment as speculative
 from profiling.speculative.results import SpeculativeResult
 from tests.profiling.specdata import FakeClock, tiny_family, word_tokenizer
 

@@ -3,11 +3,8 @@ reuse in their own prompts."""
 
 from __future__ import annotations
 
-from profiling.advice import fallback
-from profiling.advice.facts import Facts
-from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
-from profiling.advice.text import gb, ms
 from profiling.advice_results import (
+    ESTIMATED,
     MEASURED,
     Change,
     Evidence,
@@ -17,12 +14,21 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.caching.results import CachingResult
+from profiling.facts import Facts
+from profiling.rule_kit import (
+    MIN_GAIN,
+    Outcome,
+    gb,
+    ms,
+    weak,
+)
 
 
-def caching(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    result = facts.experiments.caching
+def caching(
+    facts: Facts, result: CachingResult | None, goal: str, tolerance: QualityTolerance
+) -> list[Outcome]:
     if result is None:
-        return fallback.caching(facts)
+        return caching_estimate(facts)
     sample, shared = result.prompt_sample, result.shared_prefix
     if sample is not None and sample.cold_ttft_seconds and sample.warm_ttft_seconds:
         point, key = sample.measured, "caching.prompt_sample"
@@ -79,3 +85,40 @@ def _cache_recommendation(
         serves="prompt",
         gain=cold / warm,
     )
+
+
+# -- where the experiment did not run: an estimate -------------------------------
+
+
+def caching_estimate(facts: Facts) -> list[Outcome]:
+    prefix = facts.workload.shared_prefix_tokens
+    shapes, calibration = facts.shapes, facts.calibration
+    if not prefix or shapes is None or calibration is None:
+        return []
+    prompt = facts.workload.prompt_tokens
+    suffix = max(1, prompt - prefix)
+
+    def prefill(tokens: int) -> float:
+        moved = shapes.weights_bytes(facts.dtype) + shapes.kv_bytes_per_token(facts.dtype) * tokens
+        return calibration.prefill.seconds(shapes.prefill_flops(tokens, 1), moved)
+
+    ratio = prefill(prompt) / prefill(suffix)
+    if ratio < 1.05:
+        why = f"the prefill of {prompt - suffix} cached tokens is a small part of TTFT (estimated)"
+        return [NotRecommended("caching", why, "config.workload.shared_prefix_tokens")]
+    ttft = facts.ttft_seconds
+    return [Recommendation(
+        technique="caching",
+        setting=f"prefix cache for the shared {prefix}-token system prompt",
+        expected_effect=ExpectedEffect(
+            f"TTFT {ratio:.1f}× shorter: {ms(ttft)} → {ms(ttft / ratio)} ms",
+            [Change("ttft_ms", ttft * 1e3, ttft / ratio * 1e3, "ms")]),
+        evidence=[Evidence("#verdict", f"{facts.timing_key}.ttft",
+                           f"TTFT {ms(ttft)} ms at {prompt} prompt tokens, {prefix} shared")],
+        caveats=["estimated: the caching experiment did not run; only the prefill after the "
+                 "prefix is counted",
+                 f"the cached prefix holds {gb(facts.kv_bytes_per_token * prefix)} of KV cache"],
+        basis=ESTIMATED,
+        serves="prompt",
+        gain=ratio,
+    )]  # fmt: skip

@@ -1,21 +1,21 @@
 """The figures the advice rests on, read from a profile or from an analytic projection.
 
-`Facts.from_profile` reads a typed profile (a stored one too, so the site can
-advise it again without torch); `Facts.from_projection`
+`profiling.advice.build.facts_of` reads them from a typed profile (a stored one
+too, so the site can advise it again without torch); `Facts.from_projection`
 builds the same figures from shapes and datasheet rates for
-`python -m profiling estimate`. The rules never look anywhere else.
+`python -m profiling estimate`. Each technique's rule reads these and its own
+experiment's typed result, nothing else.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from profiling import hardware, memory
 from profiling.advice_results import ESTIMATED, MEASURED
 from profiling.config import Workload
-from profiling.estimate import Calibration, Projection, calibrate
+from profiling.estimate import Calibration, Projection
 from profiling.hardware import GPU
-from profiling.profile import Experiments, Profile
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
 from profiling.shapes import DTYPE_BYTES, Shapes
 from profiling.verdict import nearest_batch
@@ -47,7 +47,6 @@ class Facts:
     prefill_fraction_of_peak: float | None = None
     shapes: Shapes | None = None
     calibration: Calibration | None = None
-    experiments: Experiments = field(default_factory=Experiments)
 
     @property
     def measured(self) -> bool:
@@ -79,43 +78,6 @@ class Facts:
             return None
         return memory.fit_check(
             weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu, self.gpu_count
-        )
-
-    @classmethod
-    def from_profile(cls, profile: Profile, shapes: Shapes | None = None) -> Facts:
-        """Facts of a measured profile; raises ValueError without a verdict."""
-        verdict = profile.verdict
-        if verdict is None:
-            raise ValueError("the profile has no verdict (no prefill or decode points)")
-        config, env, mem = profile.config, profile.environment, profile.memory
-        workload = config.workload
-        calibration = None
-        if shapes is not None and profile.prefill and profile.decode:
-            calibration = calibrate(shapes, profile, env.device_name)
-        return cls(
-            basis=MEASURED,
-            workload=workload,
-            stated_bottleneck=config.stated_bottleneck or "unsure",
-            dtype=env.dtype or "float32",
-            device=env.device,
-            gpu=_gpu(config.hardware.gpu_kind or env.gpu_kind),
-            gpu_count=config.hardware.gpu_count,
-            ttft_seconds=verdict.ttft_ms / 1e3,
-            tpot_seconds=verdict.tpot_ms / 1e3,
-            prefill_share=verdict.prefill_share,
-            decode_share=verdict.decode_share,
-            end_to_end_seconds=verdict.end_to_end_seconds,
-            ttft_meets_target=verdict.ttft_meets_target,
-            tpot_meets_target=verdict.tpot_meets_target,
-            weights_bytes=mem.weights_bytes,
-            kv_bytes_per_token=mem.kv_cache_bytes_per_token,
-            fit=mem.fit,
-            timing_key="verdict",
-            decode_fraction_of_peak=_decode_peak(profile.decode, workload.concurrency),
-            prefill_fraction_of_peak=_prefill_peak(profile.prefill, workload.prompt_tokens),
-            shapes=shapes,
-            calibration=calibration,
-            experiments=profile.experiments,
         )
 
     @classmethod
@@ -157,7 +119,7 @@ class Facts:
         )
 
 
-def _gpu(kind: str | None) -> GPU | None:
+def gpu_of(kind: str | None) -> GPU | None:
     if not kind:
         return None
     try:
@@ -170,7 +132,7 @@ def _meets(seconds: float, target_ms: float | None) -> bool | None:
     return None if target_ms is None else seconds * 1e3 <= target_ms
 
 
-def _decode_peak(points: list[DecodePoint], concurrency: int) -> float | None:
+def decode_peak(points: list[DecodePoint], concurrency: int) -> float | None:
     known = [p for p in points if p.fraction_of_peak is not None]
     if not known:
         return None
@@ -178,7 +140,7 @@ def _decode_peak(points: list[DecodePoint], concurrency: int) -> float | None:
     return max(p.fraction_of_peak or 0.0 for p in known if p.batch_size == batch)
 
 
-def _prefill_peak(points: list[PrefillPoint], prompt_tokens: int) -> float | None:
+def prefill_peak(points: list[PrefillPoint], prompt_tokens: int) -> float | None:
     known = [p for p in points if p.fraction_of_peak is not None]
     if not known:
         return None

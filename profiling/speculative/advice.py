@@ -3,9 +3,6 @@ concurrency."""
 
 from __future__ import annotations
 
-from profiling.advice.facts import Facts
-from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
-from profiling.advice.text import gb, ms
 from profiling.advice_results import (
     MEASURED,
     Change,
@@ -15,12 +12,21 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.facts import Facts
+from profiling.rule_kit import (
+    MIN_GAIN,
+    Outcome,
+    gb,
+    ms,
+    weak,
+)
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
 from profiling.verdict import nearest_batch
 
 
-def speculative(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    result = facts.experiments.speculative
+def speculative(
+    facts: Facts, result: SpeculativeResult | None, goal: str, tolerance: QualityTolerance
+) -> list[Outcome]:
     if result is None:
         return []
     if not result.sweeps:

@@ -3,12 +3,8 @@ quality tolerance."""
 
 from __future__ import annotations
 
-from profiling.advice import fallback
-from profiling.advice.facts import Facts
-from profiling.advice.quality import acceptable, quality_figure, quality_loss
-from profiling.advice.rules.common import MIN_GAIN, Outcome, weak
-from profiling.advice.text import gb, ms
 from profiling.advice_results import (
+    ESTIMATED,
     MEASURED,
     Change,
     Evidence,
@@ -18,15 +14,29 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.config import PRECISIONS
+from profiling.facts import Facts
 from profiling.quantization.report import variant_line
 from profiling.quantization.results import MEASURED as QUANT_MEASURED
 from profiling.quantization.results import QuantizationResult, QuantVariant
+from profiling.quantization.tolerance import acceptable, quality_figure, quality_loss
+from profiling.rule_kit import (
+    MIN_GAIN,
+    Outcome,
+    capacity_changes,
+    capacity_gain,
+    decode_seconds_with_weights,
+    gb,
+    ms,
+    weak,
+)
+from profiling.shapes import DTYPE_BYTES
 
 
-def quantization(facts: Facts, goal: str, tolerance: QualityTolerance) -> list[Outcome]:
-    result = facts.experiments.quantization
+def quantization(
+    facts: Facts, result: QuantizationResult | None, goal: str, tolerance: QualityTolerance
+) -> list[Outcome]:
     if result is None:
-        return fallback.quantization(facts, goal)
+        return quantization_estimate(facts, goal)
     reference = result.reference_variant
     if reference is None or reference.status != QUANT_MEASURED:
         why = "the reference precision could not be measured, so no variant can be judged"
@@ -94,7 +104,7 @@ def _quant_gain(facts: Facts, variant: QuantVariant, reference: QuantVariant, se
     if serves == "generation":
         return _speed_ratio(variant, reference) or 0.0
     after = _scaled_weights(facts, variant, reference)
-    return fallback.capacity_gain(facts, after)
+    return capacity_gain(facts, after)
 
 
 def _scaled_weights(facts: Facts, variant: QuantVariant, reference: QuantVariant) -> int:
@@ -114,7 +124,7 @@ def _quant_effect(facts: Facts, variant: QuantVariant, reference: QuantVariant) 
         tpot = facts.tpot_seconds
         changes.append(Change("tpot_ms", tpot * 1e3, tpot / ratio * 1e3, "ms"))
         text += f"; decode {ratio:.2f}× the speed: TPOT {ms(tpot)} → {ms(tpot / ratio)} ms"
-    changes += fallback.capacity_changes(facts, after)
+    changes += capacity_changes(facts, after)
     return ExpectedEffect(text, changes)
 
 
@@ -137,3 +147,38 @@ def _quant_caveats(
         out.append(f"speed measured at batch {variant.concurrency}, not your concurrency "
                    f"{facts.workload.concurrency}")  # fmt: skip
     return out
+
+
+# -- where the experiment did not run: an estimate -------------------------------
+
+
+def quantization_estimate(facts: Facts, goal: str) -> list[Outcome]:
+    per_param = DTYPE_BYTES.get(facts.dtype, 2)
+    if per_param <= 1:
+        return []
+    after = int(facts.weights_bytes / per_param)
+    tpot_after = decode_seconds_with_weights(facts, after)
+    serves = "memory" if goal in ("memory", "devices") else "generation"
+    gain = capacity_gain(facts, after) if serves == "memory" else facts.tpot_seconds / tpot_after
+    if gain < 1.05:
+        why = f"int8 weights ({gb(after)}) would not change what the goal needs (estimated)"
+        return [NotRecommended("quantization", why, "memory.weights_bytes")]
+    tpot = facts.tpot_seconds
+    changes = [Change("weights_bytes", facts.weights_bytes, after, "bytes"),
+               Change("tpot_ms", tpot * 1e3, tpot_after * 1e3, "ms")]  # fmt: skip
+    changes += capacity_changes(facts, after)
+    text = (f"weights {gb(facts.weights_bytes)} → {gb(after)}; TPOT {ms(tpot)} → "
+            f"{ms(tpot_after)} ms (fewer bytes read per decode step)")  # fmt: skip
+    return [Recommendation(
+        technique="quantization",
+        setting=f"int8 weight-only, keep lm_head in {facts.dtype}",
+        expected_effect=ExpectedEffect(text, changes),
+        evidence=[Evidence("#memory", "memory.weights_bytes",
+                           f"weights {gb(facts.weights_bytes)} in {facts.dtype}")],
+        caveats=["estimated: the quantization experiment did not run, so quality was not "
+                 "measured; run it to see top-1 agreement and perplexity on your model",
+                 "assumes kernels that read int8 weights directly (e.g. torchao on a GPU)"],
+        basis=ESTIMATED,
+        serves=serves,
+        gain=gain,
+    )]  # fmt: skip

@@ -1,0 +1,214 @@
+"""The parallelism rule: the fewest devices that fit, and the measured tensor-parallel run."""
+
+from __future__ import annotations
+
+from profiling.advice_results import (
+    ESTIMATED,
+    MEASURED,
+    Change,
+    Evidence,
+    ExpectedEffect,
+    NotRecommended,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.facts import Facts
+from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
+from profiling.rule_kit import (
+    DISAGGREGATION_MIN_SPIKE,
+    MAKES_IT_FIT,
+    Outcome,
+    gb,
+    ms,
+)
+
+TP_SIZES = (1, 2, 4, 8)
+
+
+def parallel(
+    facts: Facts, result: ParallelResult | None, goal: str, tolerance: QualityTolerance
+) -> list[Outcome]:
+    if result is None:
+        return parallel_estimate(facts, goal)
+    measured = result.measured
+    if measured.status == "failed":
+        why = f"the tensor-parallel run failed: {measured.reason}"
+        return [NotRecommended("parallel", why, "parallel.measured")]
+    if measured.status == "measured" and measured.logits_match is False:
+        why = "split over processes the model's logits differed from one process (a failed check)"
+        return [NotRecommended("parallel", why, "parallel.measured")]
+    if not needs_more_devices(facts, goal):
+        return [parallel_not_needed(facts)]
+    plan = result.fewest_devices
+    if plan is None:
+        why = "no tensor × pipeline split of up to 8 devices fits weights and KV cache"
+        return [NotRecommended("parallel", why, "parallel.plans")]
+    index = result.plans.index(plan)
+    gpu = facts.gpu.label if facts.gpu else "devices"
+    pp = f" × PP={plan.pp}" if plan.pp > 1 else ""
+    changes = [Change("devices", facts.gpu_count, plan.devices, "GPUs"),
+               Change("bytes_per_device", facts.fit.required_bytes / facts.gpu_count
+                      if facts.fit else 0.0, plan.bytes_per_device, "bytes")]  # fmt: skip
+    if measured.decode_ratio:
+        tpot = facts.tpot_seconds
+        changes.append(Change("tpot_ms", tpot * 1e3, tpot * measured.decode_ratio * 1e3, "ms"))
+    usable = gb(plan.available_bytes_per_device or 0)
+    figure = f"{gb(plan.bytes_per_device)} per device against {usable} usable"
+    return [Recommendation(
+        technique="parallel",
+        setting=f"TP={plan.tp}{pp} on {plan.devices}× {gpu}",
+        expected_effect=ExpectedEffect(f"fits: {figure}", changes),
+        evidence=[Evidence("#parallel", f"parallel.plans[{index}]", figure)],
+        caveats=[f"{plan.devices}× the GPUs; communication between them is not counted",
+                 *([plan.note] if plan.note else [])],
+        basis=MEASURED if result.basis == BASIS_MEASURED else ESTIMATED,
+        serves="devices",
+        gain=MAKES_IT_FIT,
+    )]  # fmt: skip
+
+
+# -- where the experiment did not run: an estimate -------------------------------
+
+
+def parallel_not_needed(facts: Facts) -> NotRecommended:
+    fit = facts.fit
+    if fit is None:
+        return NotRecommended("parallel", "no deployment GPU named: capacity not judged", "")
+    why = (
+        f"weights and KV cache fit on {fit.gpu_count}× {fit.gpu_kind} with "
+        f"{gb(fit.headroom_bytes)} to spare: a split adds communication, not capacity"
+    )
+    return NotRecommended("parallel", why, "memory.fit")
+
+
+def needs_more_devices(facts: Facts, goal: str) -> bool:
+    """Splitting is advised only when the workload does not fit the user's GPUs."""
+    return goal == "devices" or (facts.fit is not None and not facts.fit.fits)
+
+
+def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
+    if not needs_more_devices(facts, goal):
+        return [parallel_not_needed(facts)]
+    gpu, shapes = facts.gpu, facts.shapes
+    if gpu is None:
+        return []
+    usable = gpu.memory_bytes * (1 - RESERVE_SHARE) - RESERVE_FIXED_BYTES
+    kv = facts.kv_bytes_per_token * facts.workload.concurrency * facts.workload.context_tokens
+    kv_heads = shapes.num_key_value_heads if shapes else max(TP_SIZES)
+    for tp in TP_SIZES:
+        per_device = facts.weights_bytes / tp + kv / min(tp, kv_heads)
+        if per_device <= usable:
+            break
+    else:
+        why = f"even TP={tp} leaves {gb(per_device)} per device against {gb(usable)} usable"
+        return [NotRecommended("parallel", why, "memory.fit")]
+    figure = f"{gb(per_device)} per device against {gb(usable)} usable (estimated)"
+    need = f"needs {gb(facts.weights_bytes + kv)} on {facts.gpu_count}× {gpu.key}"
+    return [Recommendation(
+        technique="parallel",
+        setting=f"TP={tp} on {tp}× {gpu.label}",
+        expected_effect=ExpectedEffect(
+            f"fits: {figure}",
+            [Change("devices", facts.gpu_count, tp, "GPUs"),
+             Change("bytes_per_device", (facts.weights_bytes + kv) / facts.gpu_count,
+                    per_device, "bytes")]),
+        evidence=[Evidence("#memory", "memory.fit", need)],
+        caveats=[f"estimated: weights split evenly over {tp} devices, KV cache by KV heads; "
+                 "the parallel experiment sizes each device from the real parameters",
+                 f"{tp}× the GPUs; communication over {gpu.interconnect} is not counted"],
+        basis=ESTIMATED,
+        serves="devices",
+        gain=MAKES_IT_FIT,
+    )]  # fmt: skip
+
+
+# -- disaggregation --------------------------------------------------------------
+
+
+def disaggregation(
+    facts: Facts, d: DisaggregationResult | None, goal: str, tolerance: QualityTolerance
+) -> list[Outcome]:
+    if d is None:
+        return disaggregation_estimate(facts)
+    key = "disaggregation"
+    if facts.workload.concurrency == 1:
+        why = "one request at a time: no prefill ever joins another request's decode"
+        return [NotRecommended("disaggregation", why, key)]
+    if d.tpot_spike < DISAGGREGATION_MIN_SPIKE:
+        why = (f"a prefill joining a decode step slows it only {d.tpot_spike:.2f}× "
+               f"(threshold {DISAGGREGATION_MIN_SPIKE}×)")  # fmt: skip
+        return [NotRecommended("disaggregation", why, key + ".tpot_spike")]
+    return [disaggregation_recommendation(d, MEASURED)]
+
+
+def disaggregation_recommendation(d: DisaggregationResult, basis: str) -> Recommendation:
+    fixes_target = d.alone_meets_tpot and d.mixed_meets_tpot is False
+    gain = d.tpot_spike if fixes_target else d.mean_tpot_seconds / d.decode_alone_tpot_seconds
+    changes = [
+        Change(
+            "worst_tpot_ms",
+            d.decode_mixed_tpot_seconds * 1e3,
+            d.decode_alone_tpot_seconds * 1e3,
+            "ms",
+        ),
+        Change("mean_tpot_ms", d.mean_tpot_seconds * 1e3, d.decode_alone_tpot_seconds * 1e3, "ms"),
+    ]
+    if d.ttft_disaggregated_seconds is not None:
+        changes.append(Change("ttft_ms", d.prefill_seconds_per_request * 1e3,
+                              d.ttft_disaggregated_seconds * 1e3, "ms"))  # fmt: skip
+    caveats = [f"runs {d.prefill_workers + d.decode_workers} workers ({d.workers}) for your rate "
+               f"of {d.request_rate_per_second:.2f} requests/s: more to operate"]  # fmt: skip
+    if d.kv_transfer_seconds is not None:
+        caveats.append(f"each request's KV cache ({gb(d.kv_transfer_bytes_per_request)}) crosses "
+                       f"{d.link}: +{ms(d.kv_transfer_seconds)} ms TTFT")  # fmt: skip
+    return Recommendation(
+        technique="disaggregation",
+        setting=f"disaggregate with {d.workers}",
+        expected_effect=ExpectedEffect(
+            f"no prefill stalls decode: worst TPOT {ms(d.decode_mixed_tpot_seconds)} → "
+            f"{ms(d.decode_alone_tpot_seconds)} ms",
+            changes,
+        ),  # fmt: skip
+        evidence=[
+            Evidence(
+                "#disaggregation",
+                "disaggregation.tpot_spike",
+                f"a prefill joining a decode step makes it {d.tpot_spike:.2f}× slower",
+            )
+        ],
+        caveats=caveats,
+        basis=basis,
+        serves="generation",
+        gain=gain,
+    )
+
+
+# -- where the experiment did not run: an estimate -------------------------------
+
+
+def disaggregation_estimate(facts: Facts) -> list[Outcome]:
+    """Only where a TPOT target is met by decode alone and missed when a prefill joins."""
+    target = facts.workload.tpot_ms
+    step, prefill = facts.tpot_seconds, facts.ttft_seconds
+    if facts.workload.concurrency == 1 or target is None:
+        return []
+    mixed = step + prefill
+    if not (step * 1e3 <= target < mixed * 1e3):
+        return []
+    return [Recommendation(
+        technique="disaggregation",
+        setting="disaggregate prefill and decode onto separate workers",
+        expected_effect=ExpectedEffect(
+            f"no prefill stalls decode: worst TPOT {ms(mixed)} → {ms(step)} ms "
+            f"(target {target:g} ms)",
+            [Change("worst_tpot_ms", mixed * 1e3, step * 1e3, "ms")]),
+        evidence=[Evidence("#verdict", f"{facts.timing_key}.tpot",
+                           f"TPOT {ms(step)} ms alone; a {ms(prefill)} ms prefill joins a step")],
+        caveats=["estimated: the parallel experiment (which measures a prefill joining decode "
+                 "steps) did not run; chunked prefill is the other fix",
+                 "more workers to operate, and each request's KV cache crosses the link"],
+        basis=ESTIMATED,
+        serves="generation",
+        gain=mixed / step,
+    )]  # fmt: skip

@@ -1,0 +1,78 @@
+"""The registry of techniques: what each one measures and how it is advised.
+
+Each technique has a folder, `profiling/<name>/`: its experiment (plan → run →
+typed result, `experiment.py`), its typed result (`results.py`), the text its
+report draws (`report.py`) and its advice rule (`advice.py`). This list is the
+only place that names them all: the runner runs the experiments the config
+asks for, the advice runs every rule, and the site's report iterates the same
+names. A technique with no experiment of its own (disaggregation, measured by
+the parallel experiment) has `run` None.
+
+Import order: config → measurements → technique folders → this registry →
+advice and runner → presentation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from profiling.caching import advice as caching_advice
+from profiling.caching import experiment as caching
+from profiling.config import ConfigError
+from profiling.parallel import advice as parallel_advice
+from profiling.parallel import experiment as parallel
+from profiling.quantization import advice as quantization_advice
+from profiling.quantization import experiment as quantization
+from profiling.speculative import advice as speculative_advice
+from profiling.speculative import experiment as speculative
+
+# (context: profiling.experiments.ExperimentContext) -> the technique's typed result
+Run = Callable[[Any], Any]
+# (facts, its typed result or None, the bottleneck, the quality tolerance) -> outcomes
+Rule = Callable[..., list[Any]]
+
+
+@dataclass(frozen=True)
+class Technique:
+    name: str  # its key in Profile.experiments, the JSON and the config's experiments
+    label: str
+    run: Run | None
+    advise: Rule
+
+
+def _run_speculative(context: Any) -> Any:
+    config = context.config
+    return speculative.run_for_context(
+        context, draft_name=config.draft, ks=config.spec_ks or None,
+        prompt_lookup=config.prompt_lookup,
+    )  # fmt: skip
+
+
+def _run_parallel(context: Any) -> Any:
+    result = parallel.run_for_context(context)
+    # Disaggregation is measured here and kept beside it (its own key in the JSON).
+    context.profile.experiments.disaggregation = result.disaggregation
+    return result
+
+
+TECHNIQUES: tuple[Technique, ...] = (
+    Technique("quantization", "Quantization", quantization.run_for_context,
+              quantization_advice.quantization),
+    Technique("speculative", "Speculative decoding", _run_speculative,
+              speculative_advice.speculative),
+    Technique("caching", "Prefix caching", caching.run_for_context, caching_advice.caching),
+    Technique("parallel", "Parallelism across devices", _run_parallel, parallel_advice.parallel),
+    Technique("disaggregation", "Prefill/decode disaggregation", None,
+              parallel_advice.disaggregation),
+)  # fmt: skip
+BY_NAME = {t.name: t for t in TECHNIQUES}
+
+
+def experiment(name: str) -> Run:
+    """The experiment `name` runs; a ConfigError if this version has none by that name."""
+    technique = BY_NAME.get(name)
+    if technique is None or technique.run is None:
+        raise ConfigError(f"experiment {name} is not available in this version")
+    return technique.run
