@@ -1,6 +1,6 @@
 """What every technique's advice rule shares: the smallest gain worth recommending,
 the outcome types, the capacity arithmetic of smaller weights, and the numbers'
-text in the advice's sentences.
+text in the advice's sentences (through `profiling.units`, as the report's are).
 
 Below the techniques and above the measurements: a rule (`profiling/<technique>/
 advice.py`) reads `profiling.facts.Facts` and its own typed result, and builds
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from profiling.advice_results import Change, NotRecommended, Recommendation
 from profiling.facts import Facts
+from profiling.units import significant
 
 MIN_GAIN = 1.05
 DISAGGREGATION_MIN_SPIKE = 1.5  # a prefill joining a decode step slows it this much or more
@@ -23,15 +24,8 @@ def weak(technique: str, gain: float, what: str, key: str) -> NotRecommended:
 
 
 def ms(seconds: float) -> str:
-    """Milliseconds: three significant figures below 100, whole above."""
-    return f"{seconds * 1e3:,.3g}" if seconds < 0.1 else f"{seconds * 1e3:,.0f}"
-
-
-def gb(n: float) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6)):
-        if abs(n) >= size / 10:
-            return f"{n / size:,.2f} {unit}"
-    return f"{n / 1e3:,.2f} KB"
+    """The milliseconds of `seconds` as a bare number, for "TPOT 12.3 → 8.10 ms"."""
+    return significant(seconds * 1e3)
 
 
 def capacity_gain(facts: Facts, weights_after: int) -> float:

@@ -19,6 +19,7 @@ from profiling.progress import Progress, no_progress, span
 from profiling.results import FitCheck, MemoryResult
 from profiling.techniques import experiment as get_experiment
 from profiling.timing import Clock
+from profiling.units import size
 
 LOAD_END, MEASURE_END, BASELINE_END, EXPERIMENTS_END = 0.25, 0.30, 0.92, 0.99
 
@@ -253,7 +254,7 @@ def _warnings(
         )
     if fit is not None and not fit.fits:
         out.append(
-            f"weights plus KV cache need {fit.required_bytes / 1e9:.1f} GB but "
-            f"{fit.gpu_count}× {fit.gpu_kind} leave {fit.available_bytes / 1e9:.1f} GB"
+            f"weights plus KV cache need {size(fit.required_bytes)} but "
+            f"{fit.gpu_count}× {fit.gpu_kind} leave {size(fit.available_bytes)}"
         )
     return out

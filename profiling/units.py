@@ -1,4 +1,5 @@
-"""Number formatting with units, one way everywhere: ms, GB (1e9 B), tok/s.
+"""Number formatting with units, one way everywhere: ms, bytes (SI: kB, MB, GB, as GPU
+datasheets count), tok/s, percentages, and ratios ("3.6× smaller").
 
 Every formatter prints "—" for a value that is unknown (None, NaN, not a
 number), so a missing measurement never shows as 0 and never raises. The
@@ -48,16 +49,6 @@ def ms(value: Any, unit: str = "s") -> str:
     return _with_unit(value, 1.0 if unit == "ms" else 1e3, "ms")
 
 
-def gb(value: Any) -> str:
-    """Bytes → "1.23 GB" (SI, like GPU datasheets)."""
-    return _with_unit(value, 1e-9, "GB")
-
-
-def mb(value: Any) -> str:
-    """Bytes → "1.23 MB" (SI): a request's KV cache, a cached prefix, an upload."""
-    return _with_unit(value, 1e-6, "MB")
-
-
 def size(value: Any) -> str:
     """Bytes in the largest SI unit that keeps a number of at least 1: "66 B", "1.50 MB"."""
     number = _number(value)
@@ -87,6 +78,28 @@ def tok_s(value: Any) -> str:
 def pct(value: Any) -> str:
     """A fraction (0.123) → "12.3 %"."""
     return _with_unit(value, 100.0, "%")
+
+
+# A ratio this close to 1 reads as "same" rather than "1.00× faster".
+SAME_WITHIN = 1.005
+
+
+def _factor(factor: float) -> str:
+    if factor < 1.1:
+        return f"{factor:.2f}"
+    return f"{factor:.1f}" if factor < 10 else f"{factor:,.0f}"
+
+
+def ratio(value: Any, reference: Any, below: str, above: str) -> str:
+    """How `value` compares with `reference`: "3.6× smaller" when below it (with
+    below="smaller"), "1.4× larger" when above, "same" within 0.5 %; "" when unknown."""
+    number, ref = _number(value), _number(reference)
+    if number is None or ref is None or number <= 0 or ref <= 0:
+        return ""
+    factor = max(number, ref) / min(number, ref)
+    if factor < SAME_WITHIN:
+        return "same"
+    return f"{_factor(factor)}× {below if number < ref else above}"
 
 
 def count(value: Any) -> str:

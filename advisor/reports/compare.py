@@ -17,7 +17,7 @@ from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
 from profiling.advice_results import Advice
 from profiling.profile import Profile
 from profiling.techniques import TECHNIQUES
-from profiling.units import UNKNOWN, gb, ms, size, tok_s
+from profiling.units import UNKNOWN, ms, size, tok_s
 
 # Each experiment's result carries a one-line `finding`; parallel also writes disaggregation.
 EXPERIMENTS = {t.name: t.label for t in TECHNIQUES}
@@ -167,7 +167,7 @@ def _memory(a: Side, b: Side) -> Group:
     return Group(
         "Memory",
         [
-            figure_row("Weights", *weights, gb, higher_is_better=False),
+            figure_row("Weights", *weights, size, higher_is_better=False),
             figure_row("KV cache per token", *kv, size, higher_is_better=False),
         ],
     )

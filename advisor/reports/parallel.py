@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.reports.quantization import median, ratio
+from advisor.reports.quantization import median
 from profiling.parallel.results import (
     BASIS_MEASURED,
     DisaggregationResult,
@@ -20,7 +20,7 @@ from profiling.parallel.results import (
     ParallelResult,
 )
 from profiling.results import Samples
-from profiling.units import number_text
+from profiling.units import number_text, ratio
 
 MEASURED_LABELS = {
     "measured": "measured",

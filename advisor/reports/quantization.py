@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from advisor.reports.speculative import size, visible
+from advisor.reports.speculative import visible
 from profiling.quantization.results import (
     DOES_NOT_FIT,
     FAILED,
@@ -22,7 +22,7 @@ from profiling.quantization.results import (
     QuantVariant,
 )
 from profiling.results import Samples
-from profiling.units import UNKNOWN, ms, pct, significant, tok_s
+from profiling.units import UNKNOWN, ms, pct, ratio, significant, size, tok_s
 
 STATUS_LABELS = {
     MEASURED: "measured",
@@ -30,8 +30,6 @@ STATUS_LABELS = {
     DOES_NOT_FIT: "does not fit",
     FAILED: "failed",
 }
-# A ratio this close to 1 reads as "same" rather than "1.00× faster".
-SAME_WITHIN = 1.005
 
 
 def _number(value: Any) -> float | None:
@@ -45,24 +43,6 @@ def median(samples: Samples | dict[str, Any] | None) -> float | None:
     if isinstance(samples, Samples):
         return _number(samples.median)
     return _number(samples.get("median")) if isinstance(samples, dict) else None
-
-
-def _factor(factor: float) -> str:
-    if factor < 1.1:
-        return f"{factor:.2f}"
-    return f"{factor:.1f}" if factor < 10 else f"{factor:,.0f}"
-
-
-def ratio(value: Any, reference: Any, below: str, above: str) -> str:
-    """How `value` compares with the reference's: "3.6× smaller" when below it
-    (with below="smaller"), "1.4× larger" when above; "" when either is unknown."""
-    number, ref = _number(value), _number(reference)
-    if number is None or ref is None or number <= 0 or ref <= 0:
-        return ""
-    factor = max(number, ref) / min(number, ref)
-    if factor < SAME_WITHIN:
-        return "same"
-    return f"{_factor(factor)}× {below if number < ref else above}"
 
 
 def _cell(text: str, ratio_text: str = "") -> dict[str, str]:

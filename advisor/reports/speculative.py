@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.speculative.results import SpeculativeResult
-from profiling.units import UNKNOWN, significant
+from profiling.units import size
 
 # Whitespace drawn visibly in the trace, so " the" and "the" differ on screen.
 VISIBLE_WHITESPACE = str.maketrans({" ": "·", "\n": "↵", "\t": "→"})
@@ -17,15 +17,6 @@ VISIBLE_WHITESPACE = str.maketrans({" ": "·", "\n": "↵", "\t": "→"})
 
 def visible(text: Any) -> str:
     return str(text if text is not None else "").translate(VISIBLE_WHITESPACE)
-
-
-def size(value: Any) -> str:
-    """Bytes → MB below a gigabyte (drafts are small), else GB."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return UNKNOWN
-    if value >= 1e9:
-        return f"{significant(value / 1e9)} GB"
-    return f"{significant(value / 1e6)} MB"
 
 
 def sweep_rows(speculative: SpeculativeResult) -> list[dict[str, Any]]:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from profiling.config import BOTTLENECK_LABELS
 from profiling.results import FitCheck, PhaseVerdict
-from profiling.units import gb, ms, pct
+from profiling.units import ms, pct, size
 
 # What each measured finding points at, in the words of the form's choices.
 DOMINANT_LABELS = {
@@ -59,10 +59,10 @@ def fit_line(fit: FitCheck | None) -> str:
     if fit is None:
         return "No target GPU was chosen, so no fit check was made."
     where = f"{fit.gpu_count} × {fit.gpu_kind}"
-    need = f"needs {gb(fit.required_bytes)} of {gb(fit.available_bytes)} usable"
+    need = f"needs {size(fit.required_bytes)} of {size(fit.available_bytes)} usable"
     if fit.fits:
         return (
-            f"Fits on {where}: {need}, {gb(fit.headroom_bytes)} to spare; "
+            f"Fits on {where}: {need}, {size(fit.headroom_bytes)} to spare; "
             f"up to {fit.max_concurrency:,} concurrent requests of {fit.context_tokens:,} tokens."
         )
     return (

@@ -35,7 +35,7 @@ from advisor.reports import (
 )
 from profiling.profile import Profile
 from profiling.techniques import TECHNIQUES
-from profiling.units import UNKNOWN, count, gb
+from profiling.units import UNKNOWN, count, size
 
 log = logging.getLogger(__name__)
 REPORT_CACHE_S = 24 * 3600
@@ -133,7 +133,7 @@ def environment_rows(profile: Profile) -> list[tuple[str, str]]:
     env = profile.environment
     return [
         ("Device", f"{env.device} — {env.device_name}"),
-        ("Device memory", gb(env.device_memory_bytes)),
+        ("Device memory", size(env.device_memory_bytes)),
         ("Matched GPU kind", _text(env.gpu_kind)),
         ("Driver / CUDA", f"{_text(env.driver)} / {_text(env.cuda)}"),
         ("dtype", _text(env.dtype)),

@@ -23,6 +23,7 @@ from profiling.facts import Facts
 from profiling.profile import Experiments
 from profiling.quantization.tolerance import acceptable
 from profiling.shapes import DTYPE_BYTES
+from profiling.units import size
 
 MIN_HEADROOM_SHARE = 0.10
 PREFILL_DOMINATES = 0.50
@@ -79,7 +80,7 @@ def classify(
         numbers.append(
             DecidingNumber(
                 "fits_after_quantization", float(bool(after and after.fits)), "bool", None,
-                f"weights {small / 1e9:.1f} GB ({how}) + KV cache on {fit.gpu_count}× "
+                f"weights {size(small)} ({how}) + KV cache on {fit.gpu_count}× "
                 f"{fit.gpu_kind}",
             )
         )  # fmt: skip

@@ -43,9 +43,9 @@ from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.hardware import GPU
 from profiling.profile import Experiments, Profile
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
-from profiling.rule_kit import gb
 from profiling.shapes import Shapes
 from profiling.techniques import TECHNIQUES
+from profiling.units import size
 
 RANKING = (
     "recommendations acting on the bottleneck first, then by expected gain: the factor by "
@@ -103,7 +103,7 @@ def why(bottleneck: str, facts: Facts, ran: Experiments) -> str:
     fit = facts.fit
     if bottleneck in ("memory", "devices") and fit is not None:
         where = f"{fit.gpu_count}× {fit.gpu_kind}"
-        need, usable = gb(fit.required_bytes), gb(fit.available_bytes)
+        need, usable = size(fit.required_bytes), size(fit.available_bytes)
         text = f"weights + KV cache need {need} of {usable} usable on {where}"
         return text + (", even with quantized weights" if bottleneck == "devices" else "")
     if bottleneck == "prompt":
@@ -141,7 +141,7 @@ def _against(stated: str, facts: Facts) -> str:
         if fit is None:
             return "no deployment GPU was named, so capacity could not be judged"
         where = f"{fit.gpu_count}× {fit.gpu_kind}"
-        return f"weights + KV cache fit on {where} with {gb(fit.headroom_bytes)} to spare"
+        return f"weights + KV cache fit on {where} with {size(fit.headroom_bytes)} to spare"
     if stated == "prompt":
         return f"prefill is only {facts.prefill_share:.0%} of a request's time"
     return f"decode is only {facts.decode_share:.0%} of a request's time"

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from profiling.advice_results import Advice, PredictionPoint
-from profiling.rule_kit import gb, ms
+from profiling.rule_kit import ms
+from profiling.units import size
 
 
 def render_advice(advice: Advice) -> list[str]:
@@ -42,5 +43,5 @@ def _value(value: float, unit: str) -> str:
     if unit == "s":
         return f"{ms(value)} ms"
     if unit == "bytes":
-        return gb(value)
+        return size(value)
     return f"{value:,.1f} {unit}"

@@ -18,10 +18,10 @@ from profiling.facts import Facts
 from profiling.rule_kit import (
     MIN_GAIN,
     Outcome,
-    gb,
     ms,
     weak,
 )
+from profiling.units import size
 
 
 def caching(
@@ -66,7 +66,7 @@ def _cache_recommendation(
         "helps only when requests sharing a prefix reach the same server (cache-aware routing)"
     ]
     if memory:
-        caveats.append(f"the cached prefixes hold {gb(memory)} of KV cache")
+        caveats.append(f"the cached prefixes hold {size(memory)} of KV cache")
     if result.prompt_tokens != facts.workload.prompt_tokens:
         caveats.append(f"measured at {result.prompt_tokens}-token prompts, scaled to yours")
     return Recommendation(
@@ -117,7 +117,7 @@ def caching_estimate(facts: Facts) -> list[Outcome]:
                            f"TTFT {ms(ttft)} ms at {prompt} prompt tokens, {prefix} shared")],
         caveats=["estimated: the caching experiment did not run; only the prefill after the "
                  "prefix is counted",
-                 f"the cached prefix holds {gb(facts.kv_bytes_per_token * prefix)} of KV cache"],
+                 f"the cached prefix holds {size(facts.kv_bytes_per_token * prefix)} of KV cache"],
         basis=ESTIMATED,
         serves="prompt",
         gain=ratio,

@@ -19,9 +19,9 @@ from profiling.rule_kit import (
     DISAGGREGATION_MIN_SPIKE,
     MAKES_IT_FIT,
     Outcome,
-    gb,
     ms,
 )
+from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)
 
@@ -53,8 +53,8 @@ def parallel(
     if measured.decode_ratio:
         tpot = facts.tpot_seconds
         changes.append(Change("tpot_ms", tpot * 1e3, tpot * measured.decode_ratio * 1e3, "ms"))
-    usable = gb(plan.available_bytes_per_device or 0)
-    figure = f"{gb(plan.bytes_per_device)} per device against {usable} usable"
+    usable = size(plan.available_bytes_per_device or 0)
+    figure = f"{size(plan.bytes_per_device)} per device against {usable} usable"
     return [Recommendation(
         technique="parallel",
         setting=f"TP={plan.tp}{pp} on {plan.devices}× {gpu}",
@@ -77,7 +77,7 @@ def parallel_not_needed(facts: Facts) -> NotRecommended:
         return NotRecommended("parallel", "no deployment GPU named: capacity not judged", "")
     why = (
         f"weights and KV cache fit on {fit.gpu_count}× {fit.gpu_kind} with "
-        f"{gb(fit.headroom_bytes)} to spare: a split adds communication, not capacity"
+        f"{size(fit.headroom_bytes)} to spare: a split adds communication, not capacity"
     )
     return NotRecommended("parallel", why, "memory.fit")
 
@@ -101,10 +101,10 @@ def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
         if per_device <= usable:
             break
     else:
-        why = f"even TP={tp} leaves {gb(per_device)} per device against {gb(usable)} usable"
+        why = f"even TP={tp} leaves {size(per_device)} per device against {size(usable)} usable"
         return [NotRecommended("parallel", why, "memory.fit")]
-    figure = f"{gb(per_device)} per device against {gb(usable)} usable (estimated)"
-    need = f"needs {gb(facts.weights_bytes + kv)} on {facts.gpu_count}× {gpu.key}"
+    figure = f"{size(per_device)} per device against {size(usable)} usable (estimated)"
+    need = f"needs {size(facts.weights_bytes + kv)} on {facts.gpu_count}× {gpu.key}"
     return [Recommendation(
         technique="parallel",
         setting=f"TP={tp} on {tp}× {gpu.label}",
@@ -160,7 +160,7 @@ def disaggregation_recommendation(d: DisaggregationResult, basis: str) -> Recomm
     caveats = [f"runs {d.prefill_workers + d.decode_workers} workers ({d.workers}) for your rate "
                f"of {d.request_rate_per_second:.2f} requests/s: more to operate"]  # fmt: skip
     if d.kv_transfer_seconds is not None:
-        caveats.append(f"each request's KV cache ({gb(d.kv_transfer_bytes_per_request)}) crosses "
+        caveats.append(f"each request's KV cache ({size(d.kv_transfer_bytes_per_request)}) crosses "
                        f"{d.link}: +{ms(d.kv_transfer_seconds)} ms TTFT")  # fmt: skip
     return Recommendation(
         technique="disaggregation",

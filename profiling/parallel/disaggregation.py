@@ -25,6 +25,7 @@ from profiling.hardware import GPU
 from profiling.parallel.interference import Interference
 from profiling.parallel.results import DisaggregationResult
 from profiling.results import PhaseVerdict
+from profiling.units import size
 
 
 @dataclass
@@ -155,12 +156,12 @@ def finding(r: DisaggregationResult) -> str:
     split += ")"
     if r.kv_transfer_seconds is not None:
         split += (
-            f"; each request's KV cache ({r.kv_transfer_bytes_per_request / 1e6:,.1f} MB) takes "
+            f"; each request's KV cache ({size(r.kv_transfer_bytes_per_request)}) takes "
             f"{_ms(r.kv_transfer_seconds)} over {r.link}."
         )
     else:
         split += (
-            f"; each request's KV cache is {r.kv_transfer_bytes_per_request / 1e6:,.1f} MB to "
+            f"; each request's KV cache is {size(r.kv_transfer_bytes_per_request)} to "
             "move (no GPU chosen, so no link to time it over)."
         )
     return spike + split

@@ -50,6 +50,7 @@ from profiling.parallel.results import (
     ParallelResult,
     PlanInputs,
 )
+from profiling.units import size
 
 PHASE = "parallel"
 QUICK = {"batch": 4, "prefill": 256, "context": 256, "tp_prompt": 64, "tp_batch": 2}
@@ -287,7 +288,7 @@ def _disaggregation(context: Any, gpu: Any, progress: Any) -> Any:
 
 
 def _plan_text(plan: ParallelPlan) -> str:
-    return f"TP {plan.tp} × PP {plan.pp} ({plan.bytes_per_device / 1e9:,.2f} GB per device)"
+    return f"TP {plan.tp} × PP {plan.pp} ({size(plan.bytes_per_device)} per device)"
 
 
 def finding(result: ParallelResult) -> str:
@@ -329,8 +330,8 @@ def warnings_for(result: ParallelResult) -> list[str]:
     shards, storage = max(m.weights_bytes_per_rank), max(m.weights_storage_bytes_per_rank)
     if storage > 1.1 * shards:
         out.append(
-            f"each rank's split weights are views into {storage / 1e6:,.1f} MB of loaded "
-            f"storage, not the {shards / 1e6:,.1f} MB its shards need: the loader kept the "
+            f"each rank's split weights are views into {size(storage)} of loaded "
+            f"storage, not the {size(shards)} its shards need: the loader kept the "
             "whole tensors behind some shards on this device"
         )
     predicted = m.predicted_weights_bytes_per_rank

@@ -25,11 +25,11 @@ from profiling.rule_kit import (
     capacity_changes,
     capacity_gain,
     decode_seconds_with_weights,
-    gb,
     ms,
     weak,
 )
 from profiling.shapes import DTYPE_BYTES
+from profiling.units import size
 
 
 def quantization(
@@ -117,7 +117,7 @@ def _quant_effect(facts: Facts, variant: QuantVariant, reference: QuantVariant) 
     changes = [Change("weights_bytes", facts.weights_bytes, after, "bytes")]
     text = (
         f"weights {facts.weights_bytes / after:.1f}× smaller "
-        f"({gb(facts.weights_bytes)} → {gb(after)})"
+        f"({size(facts.weights_bytes)} → {size(after)})"
     )
     ratio = _speed_ratio(variant, reference)
     if ratio:
@@ -161,20 +161,20 @@ def quantization_estimate(facts: Facts, goal: str) -> list[Outcome]:
     serves = "memory" if goal in ("memory", "devices") else "generation"
     gain = capacity_gain(facts, after) if serves == "memory" else facts.tpot_seconds / tpot_after
     if gain < 1.05:
-        why = f"int8 weights ({gb(after)}) would not change what the goal needs (estimated)"
+        why = f"int8 weights ({size(after)}) would not change what the goal needs (estimated)"
         return [NotRecommended("quantization", why, "memory.weights_bytes")]
     tpot = facts.tpot_seconds
     changes = [Change("weights_bytes", facts.weights_bytes, after, "bytes"),
                Change("tpot_ms", tpot * 1e3, tpot_after * 1e3, "ms")]  # fmt: skip
     changes += capacity_changes(facts, after)
-    text = (f"weights {gb(facts.weights_bytes)} → {gb(after)}; TPOT {ms(tpot)} → "
+    text = (f"weights {size(facts.weights_bytes)} → {size(after)}; TPOT {ms(tpot)} → "
             f"{ms(tpot_after)} ms (fewer bytes read per decode step)")  # fmt: skip
     return [Recommendation(
         technique="quantization",
         setting=f"int8 weight-only, keep lm_head in {facts.dtype}",
         expected_effect=ExpectedEffect(text, changes),
         evidence=[Evidence("#memory", "memory.weights_bytes",
-                           f"weights {gb(facts.weights_bytes)} in {facts.dtype}")],
+                           f"weights {size(facts.weights_bytes)} in {facts.dtype}")],
         caveats=["estimated: the quantization experiment did not run, so quality was not "
                  "measured; run it to see top-1 agreement and perplexity on your model",
                  "assumes kernels that read int8 weights directly (e.g. torchao on a GPU)"],

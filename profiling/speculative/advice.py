@@ -16,11 +16,11 @@ from profiling.facts import Facts
 from profiling.rule_kit import (
     MIN_GAIN,
     Outcome,
-    gb,
     ms,
     weak,
 )
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
+from profiling.units import size
 from profiling.verdict import nearest_batch
 
 
@@ -95,7 +95,8 @@ def _spec_caveats(facts: Facts, result: SpeculativeResult, best: SweepPoint) -> 
             * facts.workload.concurrency
             * facts.workload.context_tokens
         )
-        out.append(f"extra memory: draft weights {gb(draft.weights_bytes)} + its KV cache {gb(kv)}")
+        weights = size(draft.weights_bytes)
+        out.append(f"extra memory: draft weights {weights} + its KV cache {size(kv)}")
     if best.batch_size != facts.workload.concurrency:
         out.append(f"measured at batch {best.batch_size}; the gain usually shrinks as batches grow")
     return out

@@ -125,13 +125,13 @@ def test_a_disagreement_is_shown_prominently_with_why(browser, demo_result):
         stated_bottleneck="memory",
         agrees=False,
         agreement_note="the figures point elsewhere: decode is 95% of a request's time; "
-        "weights + KV cache fit on 1× H100-SXM with 70.98 GB to spare",
+        "weights + KV cache fit on 1× H100-SXM with 71.0 GB to spare",
     )
     part = section(page(browser, with_advice(demo_result, advice)), "advice")
     assert 'class="agreement disagree"' in part
     assert "The measurements disagree with you" in part
     assert "Save model memory" in part  # what the user wrote down
-    assert escape("70.98 GB to spare") in part
+    assert escape("71.0 GB to spare") in part
 
 
 def test_an_estimated_recommendation_carries_the_badge(browser, demo_result):

@@ -22,7 +22,7 @@ from advisor.reports.compare import figure_row
 from profiling.advice.build import advise_profile
 from profiling.profile import Profile
 from profiling.shapes import Shapes
-from profiling.units import gb
+from profiling.units import size
 from tests.advisor.quantdata import quantization_result, with_quantization
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +85,7 @@ def test_two_finished_reports_show_side_by_side_with_ratios(browser, pair):
     assert response.status_code == 200
     html = response.content.decode()
     weights = a.result["memory"]["weights_bytes"]
-    assert gb(weights) in row(html, "Weights")
+    assert size(weights) in row(html, "Weights")
     assert "same" in row(html, "Weights")
     assert "L4 × 2" in row(html, "Target GPU") and "any worker" in row(html, "Target GPU")
     assert "AMD EPYC (cpu)" in row(html, "Measured on")

@@ -203,7 +203,7 @@ def test_the_caching_section_shows_the_finding_chart_and_sweep(browser, demo_res
     rows = table_rows(section, "cache-sweep")
     assert len(rows) == 5
     half = rows[2]
-    for cell in ("256", "50.0 %", "200 ms", "110 ms", "0.55×", "45.0 % less", "0.786 MB", "✓"):
+    for cell in ("256", "50.0 %", "200 ms", "110 ms", "0.55×", "45.0 % less", "786 kB", "✓"):
         assert cell in half, cell
     assert ">same<" in rows[0]  # warm/cold 1.00
     assert "✗" not in section and 'id="cache-mismatch-banner"' not in section
@@ -217,7 +217,7 @@ def test_the_caching_section_shows_the_finding_chart_and_sweep(browser, demo_res
 def test_the_users_prompts_show_reuse_hit_rate_histogram_and_saving(browser, demo_result):
     html = caching_report(browser, demo_result)
     sample = html.split('id="cache-sample"')[1].split("</dl>")[0]
-    for text in ("12", "736", "452", "61.4 %", "91.7 % of prompts", "0.872 MB"):
+    for text in ("12", "736", "452", "61.4 %", "91.7 % of prompts", "872 kB"):
         assert text in sample, text
     saving = sample.split('id="cache-sample-saving"')[1]
     assert "200 ms cold" in saving and "90.0 ms" in saving and "55.0 % less" in saving

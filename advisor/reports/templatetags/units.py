@@ -9,5 +9,5 @@ from profiling import units
 
 register = template.Library()
 
-for _name in ("ms", "gb", "mb", "size", "gb_s", "tflop_s", "tok_s", "pct", "count", "or_dash"):
+for _name in ("ms", "size", "gb_s", "tflop_s", "tok_s", "pct", "count", "or_dash"):
     register.filter(_name, getattr(units, _name))
