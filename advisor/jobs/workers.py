@@ -143,7 +143,8 @@ class Announcer(threading.Thread):
         from advisor.jobs.models import Worker
 
         self.stopped.set()
-        self.join(timeout=5)
+        if self.ident is not None:  # started
+            self.join(timeout=5)
         Worker.objects.filter(name=self.worker_name).delete()
 
 

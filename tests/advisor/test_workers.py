@@ -8,6 +8,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from advisor.jobs import workers
 
 
@@ -62,3 +64,32 @@ def test_a_fork_during_a_beat_waits_so_the_child_can_still_write(tmp_path):
     thread.join()
     rows = _connect(path).execute("SELECT x FROM t ORDER BY x").fetchall()
     assert rows == [(1,), (2,)]
+
+
+def _runlocal_worker_name() -> str:
+    """The worker name a fresh `manage.py runlocal` process gives its worker."""
+    import subprocess
+    import sys
+
+    code = (
+        "import django, os; os.environ.setdefault('DJANGO_SETTINGS_MODULE', 'advisor.settings'); "
+        "django.setup(); from advisor.jobs.management.commands.runlocal import worker_argv; "
+        "argv = worker_argv(); print(argv[argv.index('-n') + 1])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    return done.stdout.strip().splitlines()[-1].replace("%h", "host")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_runlocal_workers_on_one_machine_keep_their_own_rows():
+    from advisor.jobs.models import Worker
+
+    first, second = _runlocal_worker_name(), _runlocal_worker_name()
+    assert first != second
+    announcers = [workers.Announcer(name, ["cpu", "default"], 60) for name in (first, second)]
+    for announcer in announcers:
+        announcer.beat()
+    announcers[1].stop()  # the second run-local stops: the first's worker stays live
+    assert list(Worker.objects.live().values_list("name", flat=True)) == [first]

@@ -25,11 +25,17 @@ STOP_GRACE_S = 10
 DEMO_MODELS = ("demo",)
 
 
+def worker_name() -> str:
+    """Unique per `runlocal` process: a second one on the same machine must not take over
+    (and, on stopping, delete) the first one's live worker row."""
+    return f"local-{os.getpid()}@%h"
+
+
 def worker_argv() -> list[str]:
     return [
         sys.executable, "-m", "celery", "-A", "advisor", "worker",
         "-Q", "cpu,default", "--concurrency", "1", "--pool", "prefork",
-        "--max-tasks-per-child", "1", "-n", "local@%h", "-l", "info",
+        "--max-tasks-per-child", "1", "-n", worker_name(), "-l", "info",
     ]  # fmt: skip
 
 
