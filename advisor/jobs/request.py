@@ -115,7 +115,9 @@ class SiteFields(BaseModel):
     dtype: _enum(DTYPES) = "auto"
     quick: bool = Field(_default("quick"), description="Small sweeps: seconds, not minutes")
     gpu_kind: _enum(("", *hardware.catalog())) = Field(
-        "", description="Target GPU: a catalog key, or empty for any worker"
+        "",
+        description="Target GPU: a catalog key (a name such as H100 or a100-80gb is also "
+        "taken and stored as its key), or empty for any worker",
     )
     run_on: Text(
         64,

@@ -18,6 +18,7 @@ from advisor.jobs import dispatch
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.request import strict_errors
+from profiling import hardware
 
 UPLOAD_ONLY = ("prompt_file",)
 FIELDS = tuple(name for name in JobForm.base_fields if name not in UPLOAD_ONLY)
@@ -59,9 +60,21 @@ def bind(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
     return form, {}
 
 
+def gpu_key(text: str) -> str:
+    """A GPU kind as a person types it ("H100", "a100-80gb") → its catalog key; blank stays
+    blank and an unknown name is left for the form to refuse in its words. The one
+    resolver of every entry point: the form's choices are keys already."""
+    try:
+        return hardware.lookup(text).key if text else ""
+    except hardware.UnknownGPU:
+        return text
+
+
 def check(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
     """`values` from a script, strictly typed (JSON's types, storable text) and then
     checked by the form: a bound, valid form, or None and every field's errors."""
+    if isinstance(values.get("gpu_kind"), str):
+        values = {**values, "gpu_kind": gpu_key(values["gpu_kind"])}
     refused = strict_errors(values)
     form, errors = bind({k: v for k, v in values.items() if k not in refused})
     errors = {**errors, **refused}

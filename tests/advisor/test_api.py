@@ -218,3 +218,17 @@ def test_every_api_url_reverses_under_api_v1():
     assert reverse("api:jobs") == JOBS
     assert reverse("api:job", args=["abc"]) == f"{JOBS}/abc"
     assert reverse("api:job-result", args=["abc"]) == f"{JOBS}/abc/result"
+
+
+@pytest.mark.parametrize(("typed", "key"), [("h100", "H100-SXM"), ("A100-80GB", "A100-80GB")])
+def test_a_gpu_name_the_cli_takes_is_taken_here_and_stored_as_its_key(client, typed, key):
+    response = post(client, {"gpu_kind": typed, "run_on": "wait-for-target"})
+    assert response.status_code == 201, response.content
+    assert Job.objects.get().gpu_kind == key
+
+
+def test_an_unknown_gpu_name_is_a_field_error(client):
+    response = post(client, {"gpu_kind": "TPU-v9", "run_on": "wait-for-target"})
+    assert response.status_code == 400
+    assert "gpu_kind" in response.json()["errors"]
+    assert not Job.objects.exists()

@@ -21,7 +21,6 @@ from django.urls import reverse
 
 from advisor.jobs import dispatch, reaper, submission
 from advisor.jobs.models import Job
-from profiling import hardware
 from profiling.cli_common import add_option_flags
 from profiling.config import EXPERIMENT_NAMES
 from profiling.options import NAMES, OPTIONS, parse_names
@@ -119,11 +118,12 @@ class Command(BaseCommand):
             raise CommandError(f"job {job.state}", returncode=EXIT_FAILED)
 
     def values(self, options: dict[str, Any], experiments: list[str]) -> dict[str, Any]:
-        """The form's fields from the flags; a GPU alias (H100) becomes its catalog key."""
+        """The form's fields from the flags (a GPU alias such as H100 is resolved by
+        `submission.check`, as the API's is)."""
         values = {
             "model_name": options["model"], "model_source": options["source"],
             "dtype": options["dtype"], "quick": not options["full"],
-            "gpu_kind": _gpu_key(options["gpu"]), "run_on": options["run_on"],
+            "gpu_kind": options["gpu"], "run_on": options["run_on"],
             "stated_bottleneck": options["stated_bottleneck"], "notes": options["notes"],
         }  # fmt: skip
         for option in OPTIONS.values():
@@ -158,10 +158,3 @@ class Command(BaseCommand):
                     self.stdout.write("")
                 return job
             time.sleep(poll_s)
-
-
-def _gpu_key(text: str) -> str:
-    try:
-        return hardware.lookup(text).key if text else ""
-    except hardware.UnknownGPU:
-        return text  # the form refuses it with its own message
