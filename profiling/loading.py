@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,12 +34,11 @@ from profiling.errors import (
     RemoteCodeError,
     one_line,
 )
+from profiling.hub import download, download_config, revision
 from profiling.results import ModelInfo
 
 Progress = Callable[[str, float, str], None]
 
-# Files fetched from the Hub: configs, weights and tokenizer files only.
-HUB_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt"]
 DEMO_NAMES = ("demo", "demo-draft")  # fallback when profiling.demo is absent
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
@@ -218,50 +216,6 @@ def read_config_json(path: Path) -> dict[str, Any]:
     return data
 
 
-# -- Hub ------------------------------------------------------------------------
-
-
-def _hub_call(repo_id: str, fn: Callable[[], str]) -> Path:
-    """Run a huggingface_hub download and turn its failures into ModelSourceError."""
-    from huggingface_hub import errors
-
-    try:
-        return Path(fn())
-    except errors.GatedRepoError as exc:
-        raise ModelSourceError(f"{repo_id} is gated: this worker has no access to it") from exc
-    except errors.RepositoryNotFoundError as exc:
-        raise ModelSourceError(f"{repo_id} was not found on the Hugging Face Hub") from exc
-    except errors.RevisionNotFoundError as exc:
-        raise ModelSourceError(f"{repo_id}: revision not found") from exc
-    except (errors.LocalEntryNotFoundError, errors.OfflineModeIsEnabled) as exc:
-        raise ModelSourceError(
-            f"{repo_id} is not in the local Hub cache and the Hub cannot be reached"
-        ) from exc
-    except (errors.HfHubHTTPError, errors.HFValidationError, OSError, ValueError) as exc:
-        raise ModelSourceError(f"could not download {repo_id}: {one_line(exc)}") from exc
-    except Exception as exc:  # transport errors (httpx) and anything else the Hub raises
-        message = f"could not download {repo_id}: {type(exc).__name__}: {one_line(exc)}"
-        raise ModelSourceError(message) from exc
-
-
-def download(repo_id: str) -> Path:
-    """Snapshot configs, safetensors and tokenizer files of a Hub repo."""
-    from huggingface_hub import snapshot_download
-
-    return _hub_call(repo_id, lambda: snapshot_download(repo_id, allow_patterns=HUB_PATTERNS))
-
-
-def download_config(repo_id: str) -> Path:
-    from huggingface_hub import hf_hub_download
-
-    return _hub_call(repo_id, lambda: hf_hub_download(repo_id, "config.json"))
-
-
-def _revision(path: Path) -> str | None:
-    """The commit hash of a Hub snapshot directory (its name), if it is one."""
-    return path.name if re.fullmatch(r"[0-9a-f]{40}", path.name) else None
-
-
 # -- load -----------------------------------------------------------------------
 
 
@@ -295,7 +249,7 @@ def load(
     check_remote_code(read_config_json(path / "config.json"))
     model = _from_pretrained(path, device, dtype, source.name, quantization)
     tokenizer = _load_tokenizer(path)
-    info = model_info(model, source, config_only=False, revision=_revision(path))
+    info = model_info(model, source, config_only=False, revision=revision(path))
     progress("load", 1.0, f"loaded {info.num_parameters / 1e6:,.1f} M parameters")
     return Loaded(model, tokenizer, info, source, path)
 
@@ -360,7 +314,7 @@ def _load_config_only(source: Source, device: str, dtype: str, progress: Progres
     except (OSError, ValueError, KeyError) as exc:
         message = f"cannot build {source.name} from its config: {one_line(exc)}"
         raise ModelSourceError(message) from exc
-    info = model_info(model.eval(), source, config_only=True, revision=_revision(path.parent))
+    info = model_info(model.eval(), source, config_only=True, revision=revision(path.parent))
     progress("load", 1.0, f"built {info.num_parameters / 1e6:,.1f} M random parameters")
     return Loaded(model, None, info, source, path.parent)
 

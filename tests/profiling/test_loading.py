@@ -160,8 +160,11 @@ def test_hub_failures_become_a_clear_model_source_error(monkeypatch: pytest.Monk
         raise LocalEntryNotFoundError("offline")
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", offline)
-    with pytest.raises(ModelSourceError, match="cannot be reached"):
+    with pytest.raises(ModelSourceError, match="cannot be reached") as refused:
         loading.load(config_for("someone/some-model"), "cpu", "float32")
+    # and what to do next: a local copy, or an estimate from the config alone
+    assert "ADVISOR_MODEL_ROOTS" in str(refused.value)
+    assert "python -m profiling estimate /path/to/config.json" in str(refused.value)
 
 
 def test_hub_downloads_ask_only_for_safe_files(
