@@ -23,6 +23,9 @@ from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, Swee
 from profiling.units import size
 from profiling.verdict import nearest_batch
 
+# Timing noise allowed above the bound before a speedup is called impossible.
+PLAUSIBLE_MARGIN = 1.10
+
 
 def speculative(
     facts: Facts, result: SpeculativeResult | None, goal: str, tolerance: QualityTolerance
@@ -39,6 +42,32 @@ def speculative(
         i, p = broken[0]
         why = f"{p.draft} K={p.k}: output differed from plain greedy decoding (a failed run)"
         return [NotRecommended("speculative", why, f"speculative.sweeps[{i}]")]
+    implausible = [(i, p) for i, p in points if not plausible(p)]
+    points = [(i, p) for i, p in points if plausible(p)]
+    refused = [
+        NotRecommended(
+            "speculative",
+            f"{p.draft} K={p.k}: a measured speedup of {p.speedup:.2f}× exceeds its "
+            f"{p.mean_accepted_length:.2f} tokens per target pass, which no speculation can "
+            "beat (each pass costs at least one plain decode step): a timing outlier, not used",
+            f"speculative.sweeps[{i}]",
+        )
+        for i, p in implausible
+    ]
+    if not points:
+        return refused
+    return refused + _best(facts, result, points, batch)
+
+
+def plausible(point: SweepPoint) -> bool:
+    """Whether a speedup is possible at all: a target pass emits `mean_accepted_length`
+    tokens and costs at least one plain step, so the speedup cannot exceed that."""
+    return point.speedup <= point.mean_accepted_length * PLAUSIBLE_MARGIN
+
+
+def _best(
+    facts: Facts, result: SpeculativeResult, points: list[tuple[int, SweepPoint]], batch: int
+) -> list[Outcome]:
     i, best = max(points, key=lambda ip: ip[1].speedup)
     key = f"speculative.sweeps[{i}]"
     at = f"at batch {batch} (measured batch nearest your concurrency {facts.workload.concurrency})"

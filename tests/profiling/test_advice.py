@@ -316,3 +316,17 @@ def test_profile_and_estimate_share_the_workload_flags() -> None:
     profile = parser.parse_args(["profile", "demo", *flags])
     estimate = parser.parse_args(["estimate", "llama-3.1-8b", *flags])
     assert cli.workload_from_args(profile) == cli.workload_from_args(estimate)
+
+
+def test_a_speedup_no_speculation_could_reach_is_set_aside_as_an_outlier(
+    base: dict[str, Any], shapes: Shapes
+) -> None:
+    # 2.9× with 1.2 tokens per target pass is impossible: each pass costs at least one step.
+    outlier = sweep_point(2.9, k=4)
+    outlier.mean_accepted_length = 1.2
+    add_experiment(base, "speculative", speculative_result(outlier, sweep_point(1.6, k=2)))
+    advice = advise_profile(Profile.from_dict(base), shapes)
+    first = next(r for r in advice.recommendations if r.technique == "speculative")
+    assert first.setting == "draft demo-draft with K=2" and first.gain == pytest.approx(1.6)
+    (why,) = refusals(advice, "speculative")
+    assert "2.90×" in why and "1.20 tokens per target pass" in why and "outlier" in why
