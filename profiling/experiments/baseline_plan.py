@@ -1,7 +1,8 @@
 """What the baseline measures for a workload: the prefill and decode points and how often.
 
-Quick mode takes a few points for a first look; full mode sweeps powers of two
-up to the user's prompt length, context and concurrency, with more repeats.
+Quick mode takes a few points for a first look plus the user's own shape (prompt
+length, concurrency, mean context); full mode sweeps powers of two up to the
+user's prompt length, context and concurrency, with more repeats.
 """
 
 from __future__ import annotations
@@ -53,16 +54,21 @@ def make_plan(workload: Workload, quick: bool, max_positions: int | None) -> Pla
     prompt_cap = min(workload.prompt_tokens, positions)
     context_cap = min(workload.context_tokens, positions - 1)
     concurrency = workload.concurrency
+    mid_context = workload.prompt_tokens + workload.output_tokens // 2
     if quick:
+        # A few grid points for the fits, and always the user's own shape: their prompt
+        # length, and a decode step at their concurrency and mean context, so the verdict
+        # is measured where they serve rather than extrapolated to it.
         return Plan(
-            prefill_tokens=_capped(QUICK_PREFILL_TOKENS, prompt_cap),
+            prefill_tokens=_capped([*QUICK_PREFILL_TOKENS, prompt_cap], prompt_cap),
             prefill_batches=[1],
-            decode_batches=_capped([min(b, concurrency) for b in QUICK_DECODE_BATCHES], 4096),
-            decode_contexts=_capped(QUICK_DECODE_CONTEXTS, context_cap),
+            decode_batches=_capped(
+                [*(min(b, concurrency) for b in QUICK_DECODE_BATCHES), concurrency], 4096
+            ),
+            decode_contexts=_capped([*QUICK_DECODE_CONTEXTS, mid_context], context_cap),
             warmup=1,
             repeats=5,
         )
-    mid_context = workload.prompt_tokens + workload.output_tokens // 2
     contexts = [c for c in (64, 256, 1024, 4096, 16384, 65536) if c < context_cap]
     return Plan(
         prefill_tokens=_capped([*_powers_of_two(16, prompt_cap), prompt_cap], prompt_cap),

@@ -62,15 +62,22 @@ def small_plan(**changes: Any) -> baseline_plan.Plan:
     return plan
 
 
-def test_quick_plan_is_small_and_capped_by_the_workload() -> None:
+def test_quick_plan_is_small_capped_by_the_workload_and_measures_its_shape() -> None:
     plan = baseline_plan.make_plan(
         Workload(prompt_tokens=100, output_tokens=20, concurrency=2), quick=True, max_positions=4096
     )
-    assert plan.prefill_tokens == [32]
+    assert plan.prefill_tokens == [32, 100]  # the grid below the prompt, and the prompt
     assert plan.prefill_batches == [1]
     assert plan.decode_batches == [1, 2]
-    assert plan.decode_contexts == [64]
+    assert plan.decode_contexts == [64, 110]  # ... and the mean context of a generation
     assert plan.warmup <= 2 and 3 <= plan.repeats <= 5
+
+
+def test_quick_plan_measures_the_forms_default_workload_itself() -> None:
+    plan = baseline_plan.make_plan(Workload(), quick=True, max_positions=None)
+    assert 512 in plan.prefill_tokens
+    assert 8 in plan.decode_batches and 576 in plan.decode_contexts
+    assert plan.num_points <= 13  # a first look still: 4 prefill and 3 × 3 decode points
 
 
 def test_quick_plan_is_capped_by_the_model_positions() -> None:

@@ -45,9 +45,13 @@ def test_a_profile_has_measured_memory_points_and_a_verdict(profile: Profile) ->
     assert mem.kv_cache_bytes_per_token == mem.kv_cache_bytes_per_token_computed == kv_bytes
     assert mem.peak_prefill_method == "rss_delta" and mem.peak_prefill_prompt_tokens == 128
     assert [p.prompt_tokens for p in profile.prefill] == [32, 128]
-    assert [(d.batch_size, d.context_tokens) for d in profile.decode] == [(1, 64), (4, 64)]
+    # The grid, and the workload's own step: batch 4 at its mean context 128 + 32 / 2.
+    assert [(d.batch_size, d.context_tokens) for d in profile.decode] == [
+        (1, 64), (1, 144), (4, 64), (4, 144),
+    ]  # fmt: skip
     assert all(p.seconds.median > 0 for p in profile.prefill)
     assert profile.verdict is not None and profile.verdict.summary
+    assert profile.verdict.interpolated is False  # measured at the workload, not projected
     assert profile.environment.device == "cpu" and profile.environment.dtype == "float32"
     assert profile.environment.started_at <= profile.environment.finished_at
 
