@@ -16,7 +16,6 @@ MEASURED, ESTIMATED = "measured", "estimated"
 # PredictionPoint.basis: a point predicted by a fit that left it out, the
 # user's workload projected with the fit on this device, or datasheet rates.
 CALIBRATED, PROJECTED = "calibrated", "projected"
-TECHNIQUES = ("quantization", "speculative", "caching", "parallel", "disaggregation")
 
 
 @dataclass
@@ -57,7 +56,7 @@ class Evidence:
 
 @dataclass
 class Recommendation:
-    technique: str  # one of TECHNIQUES
+    technique: str  # a name in profiling.techniques
     setting: str  # concrete: "int8 weight-only, keep lm_head in float32"
     expected_effect: ExpectedEffect
     evidence: list[Evidence]

@@ -76,6 +76,11 @@ class Option:
     negated_flag: bool = False  # a BOOL that defaults on: the flag turns it off
     off_help: str = ""  # the help of that flag
     metavar: str = ""  # the flag's value in --help ("N" for a count by default)
+    initial: Any = None  # what the form and the API start from, where not `default`
+
+    @property
+    def form_default(self) -> Any:
+        return self.default if self.initial is None else self.initial
 
     @property
     def config_name(self) -> str:
@@ -263,6 +268,7 @@ OPTIONS: dict[str, Option] = {
             "rather than skipping them. None: the run's dtype, int8 and int4.",
             "--precisions",
             choices=tuple(PRECISIONS),
+            initial=FORM_PRECISIONS,
             metavar="fp32,int8",
         ),
         Option(

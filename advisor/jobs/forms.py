@@ -33,7 +33,7 @@ from profiling.config import (
     Hardware,
     Workload,
 )
-from profiling.options import FORM_PRECISIONS, OPTIONS
+from profiling.options import OPTIONS
 
 MIN_PRECISIONS = 2
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -160,7 +160,8 @@ class JobForm(forms.ModelForm):
         ]
         # Stored as "fp32,int8"; the checkboxes want lists. A blank row (the
         # library's default) shows the form's default ticks.
-        self.initial["precisions"] = self.instance.precision_list or list(FORM_PRECISIONS)
+        precisions = OPTIONS["precisions"]
+        self.initial["precisions"] = self.instance.precision_list or list(precisions.form_default)
         self.initial["quant_keep"] = self.instance.quant_keep_list
 
     # Where it runs -----------------------------------------------------------

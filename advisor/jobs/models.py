@@ -9,7 +9,7 @@ from django.db import models
 from django.db.models import F
 from django.utils import timezone
 
-from profiling.options import OPTIONS
+from profiling.options import OPTIONS, parse_names
 
 
 def new_share_token() -> str:
@@ -20,11 +20,6 @@ def new_share_token() -> str:
 def new_lease() -> str:
     """A fencing token: the attempt that holds it may write the row, no other."""
     return secrets.token_hex(8)
-
-
-def _names(stored: str) -> list[str]:
-    """A stored comma-separated list of names → the names, in order."""
-    return [name.strip() for name in stored.split(",") if name.strip()]
 
 
 class JobQuerySet(models.QuerySet):
@@ -239,12 +234,12 @@ class Job(models.Model):
     @property
     def precision_list(self) -> list[str]:
         """The stored precisions in order, reference first ("fp32,int8" → ["fp32", "int8"])."""
-        return _names(self.precisions)
+        return parse_names(self.precisions)
 
     @property
     def quant_keep_list(self) -> list[str]:
         """The parts kept in the reference precision ("lm_head,embeddings" → two names)."""
-        return _names(self.quant_keep)
+        return parse_names(self.quant_keep)
 
     def sample_info(self) -> PromptSample | None:
         """The prompt sample's name, count and size, without loading its prompts."""

@@ -22,7 +22,6 @@ from profiling.options import (
     BOOL,
     CHOICE,
     FLOAT,
-    FORM_PRECISIONS,
     INT,
     INTS,
     NAMES,
@@ -73,7 +72,7 @@ def option_field(option: Option) -> tuple[Any, Any]:
         default = ",".join(map(str, option.default))
     elif kind == NAMES:
         tp = list[_enum(option.choices)]
-        default = list(FORM_PRECISIONS) if option.name == "precisions" else list(option.default)
+        default = list(option.form_default)
     elif kind == CHOICE:
         tp, default = _enum(option.choices), option.default
     else:

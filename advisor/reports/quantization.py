@@ -38,11 +38,9 @@ def _number(value: Any) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def median(samples: Samples | dict[str, Any] | None) -> float | None:
-    """The median of a `Samples` (or of a serialised one); None when unknown."""
-    if isinstance(samples, Samples):
-        return _number(samples.median)
-    return _number(samples.get("median")) if isinstance(samples, dict) else None
+def median(samples: Samples | None) -> float | None:
+    """The median of a `Samples`; None when unknown."""
+    return None if samples is None else _number(samples.median)
 
 
 def _cell(text: str, ratio_text: str = "") -> dict[str, str]:

@@ -14,23 +14,24 @@ from django.http import QueryDict
 
 from advisor.reports import whatif
 from profiling import hardware
-from profiling.config import LIMITS
+from profiling.options import OPTIONS
 from profiling.profile import Profile
 
 PREFIX = "whatif"
 
 
-def _count(name: str, label: str) -> forms.IntegerField:
-    low, high = LIMITS[name]
-    return forms.IntegerField(label=label, min_value=low, max_value=high)
+def _count(name: str) -> forms.IntegerField:
+    """A count as the new-job form declares it (label and range), without its help."""
+    option = OPTIONS[name]
+    return forms.IntegerField(label=option.label, min_value=option.low, max_value=option.high)
 
 
 class WhatIfForm(forms.Form):
     gpu_kind = forms.ChoiceField(label="GPU", required=False)
-    gpu_count = _count("gpu_count", "GPU count")
-    concurrency = _count("concurrency", "Concurrent requests")
-    prompt_tokens = _count("prompt_tokens", "Prompt tokens")
-    output_tokens = _count("output_tokens", "Output tokens")
+    gpu_count = _count("gpu_count")
+    concurrency = _count("concurrency")
+    prompt_tokens = _count("prompt_tokens")
+    output_tokens = _count("output_tokens")
     dtype = forms.ChoiceField(label="dtype", choices=[(d, d) for d in whatif.DTYPES])
 
     def __init__(self, profile: Profile, query: QueryDict | None = None) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling import hardware
 from profiling.advice.bottleneck import classify, label, prompt_reuse
 from profiling.advice_results import (
     CALIBRATED,
@@ -275,12 +274,7 @@ def _workload_projection(
 
 def _target_gpu(kind: str | None, profiled_kind: str | None) -> GPU | None:
     """The deployment GPU when it is not the device the profile ran on."""
-    if not kind or kind == profiled_kind:
-        return None
-    try:
-        return hardware.lookup(kind)
-    except hardware.UnknownGPU:
-        return None
+    return None if kind == profiled_kind else gpu_of(kind)
 
 
 def _project(
