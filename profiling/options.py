@@ -7,7 +7,8 @@ command lines (`python -m profiling` and `manage.py submit_job`, through
 its OpenAPI document. Adding an option is one `Option` here and its test
 (`tests/test_options.py` checks every surface against every declaration).
 
-`name` is the option's field name in the form, the API and the job row;
+`name` is the option's field name in the form, the API and the job row's
+`options` JSON;
 `config` is where the library's `ProfileConfig` keeps it, when that differs.
 `problem(value)` says in one sentence what is wrong with a value, so the
 library, the form and the API refuse it in the same words.
@@ -97,6 +98,16 @@ class Option:
         """What is wrong with `value` in one sentence, or None when it is acceptable."""
         if value is None:
             return None if self.optional else f"{self.label} is required."
+        if self.kind == BOOL:
+            return None if isinstance(value, bool) else f"{self.label} must be true or false."
+        if self.kind == TEXT:
+            if not isinstance(value, str):
+                return f"{self.label} must be text."
+            if self.max_length is not None and len(value) > self.max_length:
+                return f"{self.label} is longer than {self.max_length:,} characters."
+            return None
+        if self.kind in (INTS, NAMES) and not isinstance(value, list | tuple):
+            return f"{self.label} must be a list."
         if self.kind == INT:
             whole = isinstance(value, int) and not isinstance(value, bool)
             if not whole or not self.low <= value <= self.high:

@@ -87,11 +87,11 @@ def refuse_unstorable_text(form: forms.BaseForm, data: dict[str, Any]) -> None:
             form.add_error(name, f"This text holds {problem}; remove it.")
 
 
-def in_choice_order(names: list[str], choices: dict[str, str]) -> str:
-    """Chosen names as stored ("fp32,int8"): in the order of `choices`, each once.
+def in_choice_order(names: list[str], choices: dict[str, str]) -> list[str]:
+    """Chosen names as stored (["fp32", "int8"]): in the order of `choices`, each once.
 
     The page lists the choices in that order and says the first ticked is the
     reference, so the stored order is the page's, whatever order a client posts.
     """
     chosen = set(names)
-    return ",".join(name for name in choices if name in chosen)
+    return [name for name in choices if name in chosen]

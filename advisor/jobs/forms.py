@@ -22,6 +22,7 @@ from advisor.jobs.checks import (
 from advisor.jobs.models import Job, PromptSample, Worker
 from advisor.jobs.option_fields import clean_ints, form_field
 from advisor.jobs.samples import sample_from_upload
+from advisor.jobs.stored_options import SWITCHES
 from profiling import hardware
 from profiling.config import (
     DTYPES,
@@ -109,16 +110,39 @@ class JobForm(forms.ModelForm):
         error_messages={"invalid_choice": "That worker is no longer live; pick another."},
     )
 
+    run_speculative = forms.BooleanField(
+        label="Measure speculative decoding",
+        required=False,
+        help_text="Acceptance and speedup per draft length K, with a token trace.",
+    )
+    run_quantization = forms.BooleanField(
+        label="Measure quantization",
+        required=False,
+        help_text="Memory, speed and quality per precision against the reference, with "
+        "greedy outputs side by side.",
+    )
+    run_caching = forms.BooleanField(
+        label="Measure prefix caching",
+        required=False,
+        help_text="Time to first token with a cached prefix against the whole prompt cold, "
+        "over prefix shares and conversation turns, outputs checked equal.",
+    )
+    run_parallel = forms.BooleanField(
+        label="Measure parallelism and disaggregation",
+        required=False,
+        help_text="Per-device memory of tensor × pipeline splits and the fewest devices that "
+        "fit; how much a prefill joining decode steps slows them, and the prefill : decode "
+        "worker ratio and KV transfer of a split deployment.",
+    )
+
+    # The row's columns; the options and switches above are stored in `Job.options`.
+    STORED = (*OPTIONS, *SWITCHES)
+
     class Meta:
         model = Job
         fields = [
-            "model_source", "model_name", "dtype", "quick",
-            "gpu_kind", "gpu_count",
-            "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
-            "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
-            "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
-            "run_quantization", "precisions", "quant_keep",
-            "run_caching", "run_parallel", "tp_measure",
+            "model_source", "model_name", "dtype", "quick", "gpu_kind",
+            "stated_bottleneck", "notes",
         ]  # fmt: skip
         widgets = {
             "model_source": forms.RadioSelect,
@@ -128,22 +152,20 @@ class JobForm(forms.ModelForm):
         labels = {
             "quick": "Quick mode",
             "stated_bottleneck": "The bottleneck you believe you have",
-            "run_speculative": "Measure speculative decoding",
-            "run_quantization": "Measure quantization",
-            "run_caching": "Measure prefix caching",
-            "run_parallel": "Measure parallelism and disaggregation",
         }
         help_texts = {
             "notes": "Anything a teammate should know (up to 4,000 characters).",
-            "run_speculative": "Acceptance and speedup per draft length K, with a token trace.",
-            "run_quantization": "Memory, speed and quality per precision against the "
-            "reference, with greedy outputs side by side.",
-            "run_caching": "Time to first token with a cached prefix against the whole prompt "
-            "cold, over prefix shares and conversation turns, outputs checked equal.",
-            "run_parallel": "Per-device memory of tensor × pipeline splits and the fewest "
-            "devices that fit; how much a prefill joining decode steps slows them, and the "
-            "prefill : decode worker ratio and KV transfer of a split deployment.",
         }
+
+    field_order = [
+        "model_source", "model_name", "dtype", "quick",
+        "gpu_kind", "gpu_count",
+        "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
+        "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
+        "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
+        "run_quantization", "precisions", "quant_keep",
+        "run_caching", "prompt_file", "run_parallel", "tp_measure", "run_on",
+    ]  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # A fresh row as the instance makes the model's defaults the initial
@@ -158,11 +180,22 @@ class JobForm(forms.ModelForm):
             (value, f"{label} — {BOTTLENECK_HINTS[value]}")
             for value, label in Job.Bottleneck.choices
         ]
-        # Stored as "fp32,int8"; the checkboxes want lists. A blank row (the
-        # library's default) shows the form's default ticks.
+        # The stored options are the fields' first values. Lists show as the
+        # widgets take them: K as comma text, precisions as ticks (an empty
+        # list, the library's default, shows the form's default ticks).
+        for name in self.STORED:
+            if name not in self.initial:
+                self.initial[name] = getattr(self.instance, name)
+        self.initial["spec_ks"] = ",".join(map(str, self.initial["spec_ks"] or []))
         precisions = OPTIONS["precisions"]
-        self.initial["precisions"] = self.instance.precision_list or list(precisions.form_default)
-        self.initial["quant_keep"] = self.instance.quant_keep_list
+        self.initial["precisions"] = self.initial["precisions"] or list(precisions.form_default)
+
+    def _post_clean(self) -> None:
+        # The options go into the row's JSON before the model's own checks run.
+        for name in self.STORED:
+            if name in self.cleaned_data:
+                setattr(self.instance, name, self.cleaned_data[name])
+        super()._post_clean()
 
     # Where it runs -----------------------------------------------------------
 
@@ -229,7 +262,7 @@ class JobForm(forms.ModelForm):
     def clean_draft_model(self) -> str:
         return check_draft_name(self.cleaned_data.get("draft_model", "").strip())
 
-    def clean_spec_ks(self) -> str:
+    def clean_spec_ks(self) -> list[int]:
         return clean_ints(OPTIONS["spec_ks"], self.cleaned_data.get("spec_ks", ""))
 
     def clean_prompt_file(self) -> Any:
@@ -250,10 +283,10 @@ class JobForm(forms.ModelForm):
             "choose it again before you send."
         )
 
-    def clean_precisions(self) -> str:
+    def clean_precisions(self) -> list[str]:
         return in_choice_order(self.cleaned_data.get("precisions") or [], PRECISIONS)
 
-    def clean_quant_keep(self) -> str:
+    def clean_quant_keep(self) -> list[str]:
         return in_choice_order(self.cleaned_data.get("quant_keep") or [], KEEP_CHOICES)
 
     def _clean_quantization(self, data: dict[str, Any]) -> None:
@@ -261,7 +294,7 @@ class JobForm(forms.ModelForm):
         chosen = data.get("precisions")
         if chosen is None or not data.get("run_quantization"):
             return
-        if len([name for name in chosen.split(",") if name]) < MIN_PRECISIONS:
+        if len(chosen) < MIN_PRECISIONS:
             self.add_error(
                 "precisions",
                 f"Tick at least {MIN_PRECISIONS} precisions: a reference and one to compare.",

@@ -5,11 +5,13 @@ from __future__ import annotations
 import secrets
 from datetime import timedelta
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import F
 from django.utils import timezone
 
-from profiling.options import OPTIONS, parse_names
+from advisor.jobs.stored_options import SWITCHES, options_problem, stored_option
+from profiling.options import OPTIONS
 
 
 def new_share_token() -> str:
@@ -162,41 +164,19 @@ class Job(models.Model):
     quick = models.BooleanField(default=True, help_text="Small sweeps: seconds instead of minutes")
     # Deployment target (catalog key, empty = any) and where the job runs.
     gpu_kind = models.CharField(max_length=32, blank=True)
-    gpu_count = models.PositiveIntegerField(default=OPTIONS["gpu_count"].default)
     queue = models.CharField(max_length=64, default="default")
-    # Workload. Every option's default, range and help is declared in profiling.options.
-    prompt_tokens = models.PositiveIntegerField(default=OPTIONS["prompt_tokens"].default)
-    output_tokens = models.PositiveIntegerField(default=OPTIONS["output_tokens"].default)
-    concurrency = models.PositiveIntegerField(default=OPTIONS["concurrency"].default)
-    shared_prefix_tokens = models.PositiveIntegerField(
-        default=OPTIONS["shared_prefix_tokens"].default
-    )
-    ttft_ms = models.FloatField(null=True, blank=True)
-    tpot_ms = models.FloatField(null=True, blank=True)
     stated_bottleneck = models.CharField(
         max_length=16, choices=Bottleneck.choices, default=Bottleneck.UNSURE
     )
     notes = models.TextField(blank=True, max_length=4000)
-    # Speculative decoding (an optional experiment). A blank draft is the
-    # family's default (demo-draft for demo); K values are stored "1,2,4", blank
-    # being the experiment's own sweep (1,2,4 in quick mode, 1,2,3,4,6,8 in full).
-    run_speculative = models.BooleanField(default=False)
-    draft_model = models.CharField(max_length=512, blank=True)
-    spec_ks = models.CharField(max_length=64, blank=True)
-    prompt_lookup = models.BooleanField(default=OPTIONS["prompt_lookup"].default)
-    # Quantization (an optional experiment). Precisions are stored "fp32,int8,int4",
-    # the first being the reference; blank is the library's default (the job's
-    # dtype + int8 + int4). Parts kept in the reference precision: "lm_head,embeddings".
-    run_quantization = models.BooleanField(default=False)
-    precisions = models.CharField(max_length=128, blank=True)
-    quant_keep = models.CharField(max_length=64, blank=True)
-    # Prefix caching and parallelism (optional experiments). The user's prompt
-    # sample, when given, is a PromptSample row of its own (`prompt_sample`).
-    # tp_measure: processes for a measured tensor-parallel run; null is the
-    # library's default (2 where two or more CUDA GPUs are visible, else off), 0 off.
-    run_caching = models.BooleanField(default=False)
-    run_parallel = models.BooleanField(default=False)
-    tp_measure = models.PositiveSmallIntegerField(null=True, blank=True)
+    # Every declared option (profiling.options: workload, GPU count, each
+    # technique's settings) and the optional experiments' switches, as one
+    # validated JSON value in the library's types: {"prompt_tokens": 512,
+    # "spec_ks": [1, 2, 4], "precisions": ["fp32", "int8"], "run_speculative":
+    # true, ...}. A missing key is the option's default. Each is also an
+    # attribute (`job.prompt_tokens`), and `Job(prompt_tokens=...)` sets it.
+    # Columns remain only for what lists show, filter or search.
+    options = models.JSONField(default=dict, blank=True)
 
     # Life of the job.
     state = models.CharField(
@@ -227,19 +207,22 @@ class Job(models.Model):
     def __str__(self) -> str:
         return f"{self.model_name} ({self.get_state_display()})"
 
+    def clean(self) -> None:
+        problem = options_problem(self.options)
+        if problem is not None:
+            raise ValidationError({"options": problem})
+
+    def save(self, *args, **kwargs) -> None:
+        # Every writer (form, API, command, admin, tests) stores options that
+        # the worker can read: a wrong one fails here, never in a job child.
+        problem = options_problem(self.options)
+        if problem is not None:
+            raise ValueError(f"job options: {problem}")
+        super().save(*args, **kwargs)
+
     @property
     def is_final(self) -> bool:
         return self.state in self.FINAL_STATES
-
-    @property
-    def precision_list(self) -> list[str]:
-        """The stored precisions in order, reference first ("fp32,int8" → ["fp32", "int8"])."""
-        return parse_names(self.precisions)
-
-    @property
-    def quant_keep_list(self) -> list[str]:
-        """The parts kept in the reference precision ("lm_head,embeddings" → two names)."""
-        return parse_names(self.quant_keep)
 
     def sample_info(self) -> PromptSample | None:
         """The prompt sample's name, count and size, without loading its prompts."""
@@ -253,6 +236,10 @@ class Job(models.Model):
             return list(self.prompt_sample.prompts)
         except PromptSample.DoesNotExist:
             return []
+
+
+for _name in (*OPTIONS, *SWITCHES):
+    setattr(Job, _name, stored_option(_name))
 
 
 class PromptSample(models.Model):

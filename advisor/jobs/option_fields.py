@@ -1,8 +1,8 @@
 """The new-job form's fields for the declared options (`profiling.options`).
 
 Label, help text, range and default come from the declaration; only the
-widget is the form's own choice. Lists are stored on the row as comma text
-("1,2,4", "fp32,int8"), as the checkboxes and the text box hand them over.
+widget is the form's own choice. K values are typed as comma text ("1,2,4")
+and precisions ticked; both are stored on the row as lists.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def form_field(option: Option, choice_labels: dict[str, str] | None = None) -> f
     raise ValueError(f"no form field for option kind {option.kind!r}")
 
 
-def clean_ints(option: Option, text: str) -> str:
-    """Numbers as stored ("1,2,4"), sorted and each once; blank stays blank (the default)."""
+def clean_ints(option: Option, text: str) -> list[int]:
+    """Numbers as stored ([1, 2, 4]), sorted and each once; blank is [] (the default)."""
     numbers = parse_ints(text)
     if numbers is None:
         raise forms.ValidationError(
@@ -63,4 +63,4 @@ def clean_ints(option: Option, text: str) -> str:
     problem = option.problem(numbers)
     if problem is not None:
         raise forms.ValidationError(problem)
-    return ",".join(str(n) for n in numbers)
+    return numbers

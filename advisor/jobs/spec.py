@@ -7,17 +7,9 @@ from typing import Any
 from django.conf import settings
 
 from advisor.jobs.models import Job
+from advisor.jobs.stored_options import SWITCHES
 from profiling.config import EXPERIMENT_NAMES, Hardware, ProfileConfig, Workload
-from profiling.options import (
-    INTS,
-    NAMES,
-    OPTIONS,
-    TEXT,
-    Option,
-    family,
-    parse_ints,
-    parse_names,
-)
+from profiling.options import OPTIONS, TEXT, Option, family
 
 # The row's source names the library's own source words one to one; the map
 # keeps a renamed choice from silently becoming "auto".
@@ -30,13 +22,9 @@ SOURCES = {
 
 
 def option_value(job: Job, option: Option) -> Any:
-    """A declared option's value on the row, as the library takes it: comma text as a
-    list, a blank text as None (the library's default)."""
+    """A declared option's value on the row, as the library takes it (a blank text is
+    None: the library's default)."""
     stored = getattr(job, option.name)
-    if option.kind == INTS:
-        return parse_ints(stored) or []
-    if option.kind == NAMES:
-        return parse_names(stored)
     if option.kind == TEXT:
         return stored or None
     return stored
@@ -70,13 +58,8 @@ def config_for(job: Job) -> ProfileConfig:
 
 def experiments_for(job: Job) -> list[str]:
     """The optional experiments the row asks for, in the library's order."""
-    chosen = {
-        "quantization": job.run_quantization,
-        "speculative": job.run_speculative,
-        "caching": job.run_caching,
-        "parallel": job.run_parallel,
-    }
-    return [name for name in EXPERIMENT_NAMES if chosen.get(name)]
+    chosen = {name for switch, name in SWITCHES.items() if getattr(job, switch)}
+    return [name for name in EXPERIMENT_NAMES if name in chosen]
 
 
 def workload_for(job: Job) -> Workload:

@@ -129,7 +129,7 @@ def test_quantization_choices_are_saved_from_the_browser(browser, cpu_worker):
     assert response.status_code == 302
     job = Job.objects.get()
     assert (job.run_quantization, job.precisions, job.quant_keep) == (
-        True, "bf16,int8", "embeddings",
+        True, ["bf16", "int8"], ["embeddings"],
     )  # fmt: skip
 
 

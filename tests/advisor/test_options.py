@@ -14,7 +14,7 @@ from advisor.jobs.models import Job
 from advisor.jobs.request import JobRequest
 from profiling.cli import build_parser
 from profiling.config import Hardware, ProfileConfig, Workload
-from profiling.options import BOOL, FLOAT, INT, INTS, NAMES, OPTIONS, Option, flag_arguments
+from profiling.options import FLOAT, INT, INTS, NAMES, OPTIONS, Option, flag_arguments
 
 pytestmark = pytest.mark.django_db
 DECLARED = list(OPTIONS.values())
@@ -80,11 +80,37 @@ def test_the_library_and_the_job_row_default_to_the_declared_value(option):
     else:
         assert default == option.default
     row = Job(model_name="demo")
+    assert row.options == {}  # nothing stored: each option reads its declaration
     stored = getattr(row, option.name)
-    if option.kind in (INT, BOOL):
+    if option.kind in (INTS, NAMES):
+        assert stored == list(option.default)
+    else:
         assert stored == option.default
-    if option.kind == INTS:
-        assert stored == ",".join(map(str, option.default))
+
+
+def test_the_row_keeps_its_options_as_one_json_value_in_the_librarys_types():
+    job = Job.objects.create(
+        model_name="demo", prompt_tokens=300, spec_ks=(2, 4), precisions=["fp32", "int8"],
+        run_speculative=True, ttft_ms=250.0,
+    )  # fmt: skip
+    stored = Job.objects.values_list("options", flat=True).get(pk=job.pk)
+    assert stored == {
+        "prompt_tokens": 300, "spec_ks": [2, 4], "precisions": ["fp32", "int8"],
+        "run_speculative": True, "ttft_ms": 250.0,
+    }  # fmt: skip
+    again = Job.objects.get(pk=job.pk)
+    assert (again.prompt_tokens, again.spec_ks, again.concurrency) == (300, [2, 4], 8)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"prompt_tokens": 0}, {"prompt_tokens": "512"}, {"spec_ks": "1,2"}, {"run_caching": 1},
+     {"precisions": ["int3"]}, {"colour": "red"}, {"draft_model": 7}],
+)  # fmt: skip
+def test_a_row_with_options_the_declarations_refuse_is_never_stored(options):
+    with pytest.raises(ValueError, match="job options"):
+        Job.objects.create(model_name="demo", options=options)
+    assert not Job.objects.exists()
 
 
 @pytest.mark.parametrize(

@@ -87,7 +87,7 @@ def test_no_wait_submits_with_the_flags_and_prints_the_link(cpu_worker, redis_ur
     assert out.strip() == f"submitted: /jobs/{job.share_token}/"
     assert (job.gpu_kind, job.queue, job.quick, job.ttft_ms) == ("H100-SXM", "cpu", False, 300.0)
     assert (job.run_quantization, job.run_caching, job.run_speculative) == (True, True, False)
-    assert (job.precisions, job.quant_keep) == ("fp32,int8", "lm_head")
+    assert (job.precisions, job.quant_keep) == (["fp32", "int8"], ["lm_head"])
     assert job.dispatched_at is not None
 
 

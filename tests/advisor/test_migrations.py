@@ -1,0 +1,41 @@
+"""Stored jobs survive the move of their options from columns to one JSON value."""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+BEFORE = [("jobs", "0007_spec_ks_blank_is_the_plans")]
+AFTER = [("jobs", "0008_options_as_one_json_value")]
+
+
+def migrate_to(target):
+    executor = MigrationExecutor(connection)
+    executor.migrate(target)
+    executor.loader.build_graph()
+    return executor.loader.project_state(target).apps
+
+
+@pytest.mark.django_db(transaction=True)
+def test_columns_become_json_and_back():
+    old = migrate_to(BEFORE).get_model("jobs", "Job")
+    old.objects.create(
+        model_name="demo", prompt_tokens=300, concurrency=4, spec_ks="4, 1,2",
+        precisions="fp32,int8", quant_keep="", run_speculative=True, ttft_ms=250.0,
+        tp_measure=None,
+    )  # fmt: skip
+    try:
+        new = migrate_to(AFTER).get_model("jobs", "Job")
+        options = new.objects.get().options
+        assert options["spec_ks"] == [1, 2, 4]
+        assert (options["precisions"], options["quant_keep"]) == (["fp32", "int8"], [])
+        assert (options["prompt_tokens"], options["concurrency"]) == (300, 4)
+        assert (options["run_speculative"], options["run_caching"]) == (True, False)
+        targets = (options["ttft_ms"], options["tpot_ms"], options["tp_measure"])
+        assert targets == (250.0, None, None)
+
+        back = migrate_to(BEFORE).get_model("jobs", "Job").objects.get()
+        assert (back.spec_ks, back.precisions, back.prompt_tokens) == ("1,2,4", "fp32,int8", 300)
+    finally:
+        migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())
