@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling import serde
+from profiling import serde, units
 from profiling.options import (  # re-exported: the choices are the options'
     BOTTLENECKS,
     DTYPES,
@@ -49,7 +49,7 @@ _REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}$")
 LIMITS = {o.name: (o.low, o.high) for o in OPTIONS.values() if o.kind == INT}
 # Prefix caching: the most a prompt sample may hold (the file, and the parsed
 # prompts a config carries to a worker). See profiling.caching.sample.
-PROMPT_SAMPLE_MAX_BYTES = 16_000_000  # SI, like every byte figure here
+PROMPT_SAMPLE_MAX_BYTES = 16 * 2**20  # 16 MiB
 PROMPT_SAMPLE_MAX_PROMPTS = 20_000
 
 
@@ -180,8 +180,8 @@ def _check_prompt_sample(prompts: list[str]) -> None:
     size = sum(len(p.encode("utf-8", "surrogatepass")) for p in prompts)
     if size > PROMPT_SAMPLE_MAX_BYTES:
         raise ConfigError(
-            f"the prompt sample holds {size / 1e6:,.1f} MB of text; the limit is "
-            f"{PROMPT_SAMPLE_MAX_BYTES / 1e6:,.1f} MB"
+            f"the prompt sample holds {units.size(size)} of text; the limit is "
+            f"{units.size(PROMPT_SAMPLE_MAX_BYTES)}"
         )
 
 

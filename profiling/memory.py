@@ -15,12 +15,12 @@ from typing import Any
 from profiling.config import Workload
 from profiling.hardware import GPU
 from profiling.results import FitCheck
+from profiling.units import GIB, size
 
-GB = 1e9  # SI, like the GPU catalog
 # Held back on each GPU for activations, CUDA context, allocator slack and
 # the serving runtime: a share of the memory plus a fixed amount.
 RESERVE_SHARE = 0.10
-RESERVE_FIXED_BYTES = 1_000_000_000
+RESERVE_FIXED_BYTES = GIB
 # Token counts of the two forwards whose cache sizes are differenced. Short,
 # so they stay below any sliding window and take milliseconds.
 KV_PROBE_TOKENS = (8, 24)
@@ -224,7 +224,7 @@ def fit_check(
     runtime. Weights are assumed split evenly over the GPUs (tensor parallel).
     """
     total = int(gpu.memory_bytes) * gpu_count
-    reserve = int(RESERVE_SHARE * total) + RESERVE_FIXED_BYTES * gpu_count
+    reserve = (int(RESERVE_SHARE * gpu.memory_bytes) + RESERVE_FIXED_BYTES) * gpu_count
     available = max(0, total - reserve)
     context = workload.context_tokens
     per_request = kv_bytes_per_token * context
@@ -246,7 +246,7 @@ def fit_check(
         max_concurrency=room_for_kv // per_request if per_request else 0,
         note=(
             f"reserves {RESERVE_SHARE:.0%} of each GPU's memory plus "
-            f"{RESERVE_FIXED_BYTES / GB:.0f} GB per GPU for activations, CUDA context and "
+            f"{size(RESERVE_FIXED_BYTES)} per GPU for activations, CUDA context and "
             "the serving runtime; weights are assumed split evenly across the GPUs"
         ),
     )

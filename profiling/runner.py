@@ -121,7 +121,7 @@ def _run(
     if busy and device == "cpu":
         profile.warnings.append(busy)
     _run_experiments(profile, experiments, loaded, device, dtype, clock, progress)
-    # The prompt sample (up to 16 MB) has been analysed; the result keeps its
+    # The prompt sample (up to 16 MiB) has been analysed; the result keeps its
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
     profile.config = config.replace(prompt_sample=[])
     attach_advice(profile, loaded.model.config.to_dict())

@@ -1,5 +1,6 @@
-"""Number formatting with units, one way everywhere: ms, bytes (SI: kB, MB, GB, as GPU
-datasheets count), tok/s, percentages, and ratios ("3.6× smaller").
+"""Number formatting with units, one way everywhere: ms, bytes (binary: KiB, MiB, GiB,
+as devices report memory), rates (GB/s and TFLOP/s in SI, as datasheets count them),
+tok/s, percentages, and ratios ("3.6× smaller").
 
 Every formatter prints "—" for a value that is unknown (None, NaN, not a
 number), so a missing measurement never shows as 0 and never raises. The
@@ -13,6 +14,7 @@ import math
 from typing import Any
 
 UNKNOWN = "—"
+KIB, MIB, GIB = 2**10, 2**20, 2**30
 
 
 def _number(value: Any) -> float | None:
@@ -50,11 +52,11 @@ def ms(value: Any, unit: str = "s") -> str:
 
 
 def size(value: Any) -> str:
-    """Bytes in the largest SI unit that keeps a number of at least 1: "66 B", "1.50 MB"."""
+    """Bytes in the largest binary unit that keeps a number of at least 1: "66 B", "1.50 MiB"."""
     number = _number(value)
     if number is None:
         return UNKNOWN
-    for scale, unit in ((1e9, "GB"), (1e6, "MB"), (1e3, "kB")):
+    for scale, unit in ((GIB, "GiB"), (MIB, "MiB"), (KIB, "KiB")):
         if abs(number) >= scale:
             return f"{significant(number / scale)} {unit}"
     return f"{number:,.0f} B"

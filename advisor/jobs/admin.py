@@ -30,7 +30,7 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="prompt sample")
     def prompt_sample_summary(self, job: Job) -> str:
-        # Name, count and size only: the prompts themselves can be 16 MB.
+        # Name, count and size only: the prompts themselves can be 16 MiB.
         sample = job.sample_info()
         if sample is None:
             return "—"

@@ -35,6 +35,7 @@ from profiling.config import (
     Workload,
 )
 from profiling.options import OPTIONS
+from profiling.units import size
 
 MIN_PRECISIONS = 2
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -97,7 +98,7 @@ class JobForm(forms.ModelForm):
         widget=forms.FileInput(attrs={"accept": ".txt,.jsonl,.ndjson,.json,text/plain"}),
         help_text='A text file with one prompt per line, or JSON Lines with a "prompt" '
         'string or chat "messages" per line, in the order your server sees them '
-        f"(up to {PROMPT_SAMPLE_MAX_PROMPTS:,} prompts, {PROMPT_SAMPLE_MAX_BYTES / 1e6:,.0f} MB). "
+        f"(up to {PROMPT_SAMPLE_MAX_PROMPTS:,} prompts, {size(PROMPT_SAMPLE_MAX_BYTES)}). "
         "The report then says how much of their prefill a cache would reuse. Choosing a "
         "file turns this experiment on.",
     )

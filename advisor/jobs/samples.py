@@ -14,6 +14,7 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
 from advisor.jobs.models import PromptSample
+from profiling import units
 from profiling.caching.sample import PromptSampleError, parse_prompt_sample
 from profiling.config import PROMPT_SAMPLE_MAX_BYTES
 
@@ -25,8 +26,7 @@ FILENAME_MAX = 255
 def too_big(size: int) -> str:
     # The words of `read_prompt_sample`, which checks the CLI's file the same way.
     return (
-        f"the prompt file is {size / 1e6:,.1f} MB; the limit is "
-        f"{PROMPT_SAMPLE_MAX_BYTES / 1e6:,.0f} MB"
+        f"the prompt file is {units.size(size)}; the limit is {units.size(PROMPT_SAMPLE_MAX_BYTES)}"
     )
 
 

@@ -2,7 +2,7 @@
 
 The page receives them through `json_script` and draws them with plotly.js;
 no plotly Python objects are needed. Units on the axes are the report's:
-GB (1e9 B), ms, tok/s.
+GiB (2³⁰ B), ms, tok/s.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections import defaultdict
 from typing import Any
 
 from advisor.reports.charts_base import (
-    GB,
+    GIB,
     PALETTE,
     Figure,
     base_layout,
@@ -41,7 +41,7 @@ def _memory_bar(name: str, gb: float, colour: str) -> dict[str, Any]:
         "y": ["memory"],
         "x": [gb],
         "marker": {"color": colour},
-        "hovertemplate": f"{name}: %{{x:.3g}} GB<extra></extra>",
+        "hovertemplate": f"{name}: %{{x:.3g}} GiB<extra></extra>",
     }
 
 
@@ -51,29 +51,29 @@ def memory_chart(profile: Profile) -> Figure:
     if fit is None:
         kv = memory.kv_cache_bytes_per_token * work.concurrency * work.context_tokens
         data = [
-            _memory_bar("Weights", memory.weights_bytes / GB, MEMORY_COLOURS["weights"]),
+            _memory_bar("Weights", memory.weights_bytes / GIB, MEMORY_COLOURS["weights"]),
             _memory_bar(f"KV cache ({work.concurrency} × {work.context_tokens} tokens)",
-                        kv / GB, MEMORY_COLOURS["kv"]),
+                        kv / GIB, MEMORY_COLOURS["kv"]),
         ]  # fmt: skip
         title, shapes = "Memory needed (no target GPU chosen)", []
     else:
         data = [
-            _memory_bar("Weights", fit.weights_bytes / GB, MEMORY_COLOURS["weights"]),
+            _memory_bar("Weights", fit.weights_bytes / GIB, MEMORY_COLOURS["weights"]),
             _memory_bar(f"KV cache ({fit.concurrency} × {fit.context_tokens} tokens)",
-                        fit.kv_cache_bytes / GB, MEMORY_COLOURS["kv"]),
-            _memory_bar("Free", max(fit.available_bytes - fit.required_bytes, 0) / GB,
+                        fit.kv_cache_bytes / GIB, MEMORY_COLOURS["kv"]),
+            _memory_bar("Free", max(fit.available_bytes - fit.required_bytes, 0) / GIB,
                         MEMORY_COLOURS["free"]),
         ]  # fmt: skip
         reserve = fit.device_memory_bytes * fit.gpu_count - fit.available_bytes
         if reserve > 0 and fit.required_bytes <= fit.available_bytes:
-            data.append(_memory_bar("Reserved (activations, runtime)", reserve / GB,
+            data.append(_memory_bar("Reserved (activations, runtime)", reserve / GIB,
                                     MEMORY_COLOURS["reserve"]))  # fmt: skip
         verdict = "fits" if fit.fits else "does not fit"
         # Small models are a sliver of a big GPU: say the share, since the bar cannot.
         share = pct(fit.required_bytes / fit.available_bytes) if fit.available_bytes > 0 else "—"
         title = f"Memory on {fit.gpu_count} × {fit.gpu_kind}: {verdict} ({share} of usable needed)"
-        shapes = [_usable_line(fit.available_bytes / GB)]
-    layout = base_layout(title, "GB", "", barmode="stack", height=230, shapes=shapes)
+        shapes = [_usable_line(fit.available_bytes / GIB)]
+    layout = base_layout(title, "GiB", "", barmode="stack", height=230, shapes=shapes)
     layout["yaxis"] = {"visible": False}
     layout["legend"] = {"orientation": "h", "y": -0.5}
     return {"data": data, "layout": layout}

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from profiling.units import GIB, MIB  # noqa: F401  (re-exported to the chart modules)
+
 Figure = dict[str, Any]
 
-GB = 1e9
 # Colour-blind-safe (Okabe–Ito), in the order lines are drawn.
 PALETTE = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000"]
 

@@ -7,7 +7,7 @@ from collections import defaultdict
 from typing import Any
 
 from advisor.reports.caching import bucket_label
-from advisor.reports.charts_base import GB, PALETTE, Figure, base_layout, finite, y_range
+from advisor.reports.charts_base import GIB, MIB, PALETTE, Figure, base_layout, finite, y_range
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.parallel.results import DisaggregationResult
 from profiling.quantization.results import MEASURED, QuantizationResult, QuantVariant
@@ -88,7 +88,7 @@ def _point_label(variant: QuantVariant) -> str:
 def _quant_trace(
     variants: list[QuantVariant], key: str, name: str, style: dict[str, Any], unit: str
 ) -> dict[str, Any]:
-    scale = GB if unit == "GB" else 1e6
+    scale = GIB if unit == "GiB" else MIB
     x = [(v.weights_bytes or 0) / scale for v in variants]
     speeds = [getattr(v, key) for v in variants]
     hover = [
@@ -114,7 +114,7 @@ def quantization_chart(quantization: QuantizationResult) -> Figure:
     variants = [
         v for v in quantization.variants if v.status == MEASURED and finite(v.weights_bytes)
     ]
-    unit = "GB" if max((v.weights_bytes or 0 for v in variants), default=0) >= GB else "MB"
+    unit = "GiB" if max((v.weights_bytes or 0 for v in variants), default=0) >= GIB else "MiB"
     concurrency = max((v.concurrency or 1 for v in variants), default=1)
     batch_1 = _quant_trace(
         variants, "tokens_per_second", "batch 1", {"color": PALETTE[0], "symbol": "circle"}, unit

@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from profiling import units
 from profiling.config import PROMPT_SAMPLE_MAX_BYTES, PROMPT_SAMPLE_MAX_PROMPTS, ConfigError
 from profiling.text import text_problem
 
@@ -80,8 +81,7 @@ def render_messages(messages: list[dict[str, str]]) -> str:
 
 def _too_big(size: int) -> str:
     return (
-        f"the prompt file is {size / 1e6:,.1f} MB; the limit is "
-        f"{PROMPT_SAMPLE_MAX_BYTES / 1e6:,.0f} MB"
+        f"the prompt file is {units.size(size)}; the limit is {units.size(PROMPT_SAMPLE_MAX_BYTES)}"
     )
 
 

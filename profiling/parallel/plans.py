@@ -19,7 +19,7 @@ embedding is held by both), and the largest stage is the one reported.
 
 A device fits a plan when weights + KV for concurrency × context stay within
 its memory minus the reserve `profiling.memory.fit_check` holds back for
-activations and the runtime (10 % + 1 GB per GPU).
+activations and the runtime (10 % + 1 GiB per GPU).
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.memory import GB, RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
 from profiling.parallel.results import ParallelPlan
+from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)
 PP_SIZES = (1, 2, 4)
@@ -40,7 +41,7 @@ _KV_PROJ = ("k_proj", "v_proj", ".key.", ".value.")
 _ROW_SPLIT = ("o_proj", "down_proj", "out_proj", "c_proj", "dense_4h_to_h", "w2")
 _SPLIT = ("attn", "attention", "mlp", "feed_forward", "ffn", "experts")
 RESERVE_NOTE = (
-    f"each device keeps {RESERVE_SHARE:.0%} of its memory plus {RESERVE_FIXED_BYTES / GB:.0f} GB "
+    f"each device keeps {RESERVE_SHARE:.0%} of its memory plus {size(RESERVE_FIXED_BYTES)} "
     "for activations, CUDA context and the serving runtime, as the profile's fit check does"
 )
 

@@ -17,6 +17,7 @@ from advisor.reports import charts, experiment_charts
 from profiling import units
 from profiling.profile import Profile
 from profiling.quantization.results import DOES_NOT_FIT, QuantVariant
+from profiling.units import GIB, MIB
 from tests.advisor.cachedata import (
     caching_result,
     disaggregation_result,
@@ -66,14 +67,14 @@ def test_the_memory_chart_stacks_weights_and_kv_against_the_target(profile):
     assert fit is not None and fit.gpu_kind == "H100-SXM"
     figure = charts.memory_chart(profile)
     bars = traces(figure)
-    assert bars["Weights"]["x"] == [fit.weights_bytes / 1e9]
+    assert bars["Weights"]["x"] == [fit.weights_bytes / GIB]
     kv = bars[f"KV cache ({fit.concurrency} × {fit.context_tokens} tokens)"]
-    assert kv["x"] == [fit.kv_cache_bytes / 1e9]
+    assert kv["x"] == [fit.kv_cache_bytes / GIB]
     assert fit.kv_cache_bytes == profile.memory.kv_cache_bytes_per_token * 8 * (512 + 128)
-    assert bars["Free"]["x"] == [(fit.available_bytes - fit.required_bytes) / 1e9]
+    assert bars["Free"]["x"] == [(fit.available_bytes - fit.required_bytes) / GIB]
     assert figure["layout"]["barmode"] == "stack"
     (usable,) = figure["layout"]["shapes"]
-    assert usable["x0"] == fit.available_bytes / 1e9
+    assert usable["x0"] == fit.available_bytes / GIB
     assert "fits" in figure["layout"]["title"]["text"]
 
 
@@ -82,7 +83,7 @@ def test_without_a_target_the_memory_chart_shows_what_is_needed(demo_result):
     profile = Profile.from_dict(demo_result)
     bars = traces(charts.memory_chart(profile))
     kv = bars["KV cache (8 × 640 tokens)"]["x"][0]
-    assert kv == pytest.approx(profile.memory.kv_cache_bytes_per_token * 8 * 640 / 1e9)
+    assert kv == pytest.approx(profile.memory.kv_cache_bytes_per_token * 8 * 640 / GIB)
     assert "Free" not in bars
 
 
@@ -158,24 +159,25 @@ def test_the_quantization_chart_puts_each_measured_variant_at_its_memory_and_tok
     batch_1, batch_8 = figure["data"]
     measured = [v for v in result.variants if v.status == "measured"]  # not int4
     assert len(measured) == 2
-    assert batch_1["x"] == batch_8["x"] == [v.weights_bytes / 1e6 for v in measured]
+    assert batch_1["x"] == batch_8["x"] == [v.weights_bytes / MIB for v in measured]
     assert batch_1["y"] == [v.tokens_per_second for v in measured]
     assert batch_8["y"] == [v.concurrency_tokens_per_second for v in measured]
     assert batch_8["name"] == "batch 8" and batch_8["marker"]["symbol"] == "diamond"
-    assert figure["layout"]["xaxis"]["title"]["text"] == "weights (MB)"
+    assert figure["layout"]["xaxis"]["title"]["text"] == "weights (MiB)"
     assert batch_1["text"] == ["fp32 (reference)", "int8 (96.0 % agree)"]
     assert "perplexity 12.9 · top-1 agreement 96.0 % · KL 0.0123 nats" in batch_1["hovertext"][1]
 
 
-def test_a_big_model_is_charted_in_gb_and_a_variant_that_did_not_fit_is_left_out():
+def test_a_big_model_is_charted_in_gib_and_a_variant_that_did_not_fit_is_left_out():
     result = quantization_result()
     for variant in result.variants:
         if variant.weights_bytes is not None:
             variant.weights_bytes *= 1000
     result.variants.append(QuantVariant("fp16", "fp16", DOES_NOT_FIT, reason="out of memory"))
     figure = experiment_charts.quantization_chart(result)
-    assert figure["layout"]["xaxis"]["title"]["text"] == "weights (GB)"
-    assert figure["data"][0]["x"] == [8.0, 2.0]
+    assert figure["layout"]["xaxis"]["title"]["text"] == "weights (GiB)"
+    measured = [v for v in result.variants if v.status == "measured"]
+    assert figure["data"][0]["x"] == [v.weights_bytes / GIB for v in measured]
 
 
 def test_all_charts_has_the_quantization_figure_when_the_result_has_it(demo_result):
@@ -212,8 +214,9 @@ def test_a_ratio_says_how_much_and_which_way(value, reference, text):
         ("ms", 0.0123, "12.3 ms"),
         ("ms", 1.5, "1,500 ms"),
         ("ms", 0.0000425, "0.0425 ms"),
-        ("size", 80e9, "80.0 GB"),
-        ("size", 2_206_336, "2.21 MB"),  # never "0.00221 GB" beside "2.21 MB"
+        ("size", 80 * 2**30, "80.0 GiB"),
+        ("size", 85_520_809_984, "79.6 GiB"),  # an H100 as its driver reports it
+        ("size", 2_206_336, "2.10 MiB"),  # never "0.00205 GiB" beside "2.10 MiB"
         ("tok_s", 1234.5, "1,234 tok/s"),
         ("tok_s", 62.54, "62.5 tok/s"),
         ("pct", 0.1234, "12.3 %"),
@@ -222,8 +225,9 @@ def test_a_ratio_says_how_much_and_which_way(value, reference, text):
         ("tflop_s", 989e12, "989 TFLOP/s"),
         ("count", 551552, "551,552"),
         ("size", 66, "66 B"),
-        ("size", 1_572_864, "1.57 MB"),
-        ("size", 16_000_000_000, "16.0 GB"),
+        ("size", 1_572_864, "1.50 MiB"),
+        ("size", 786_432, "768 KiB"),
+        ("size", 16_000_000_000, "14.9 GiB"),
     ],
 )
 def test_units_format_with_their_unit(name, value, text):

@@ -280,7 +280,7 @@ def test_an_oversized_file_is_refused_by_its_size_before_it_is_read(cpu_worker):
     form = JobForm(form_data(), {"prompt_file": big})
     assert not form.is_valid()
     assert list(form.errors) == ["prompt_file"]
-    assert "The prompt file is 16.0 MB; the limit is 16 MB" in form.errors["prompt_file"][0]
+    assert "The prompt file is 16.0 MiB; the limit is 16.0 MiB" in form.errors["prompt_file"][0]
 
 
 def test_too_many_prompts_are_refused_with_the_line_that_is_one_too_many(cpu_worker):

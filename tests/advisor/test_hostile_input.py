@@ -95,7 +95,7 @@ def test_an_oversized_body_is_a_json_413(settings):
     response = api_post(json.dumps({"notes": "x" * (settings.ADVISOR_API_MAX_BODY_BYTES + 1)}))
     assert response.status_code == 413
     assert response["Content-Type"] == "application/json"
-    assert "is over 65.5 kB" in response.json()["error"]
+    assert "is over 64.0 KiB" in response.json()["error"]
 
 
 def test_oversized_fields_are_refused():

@@ -212,7 +212,7 @@ def test_an_oversized_prompt_file_is_refused_with_the_limit(browser, cpu_worker)
     content *= PROMPT_SAMPLE_MAX_BYTES // len(content) + 1
     html = post_with_file(browser, content, notes="big").content.decode()
     field = field_block(html, "prompt_file")
-    assert "The prompt file is 16.0 MB; the limit is 16 MB" in field
+    assert "The prompt file is 16.0 MiB; the limit is 16.0 MiB" in field
     assert "big" in html and not Job.objects.exists()
 
 

@@ -42,7 +42,7 @@ def test_a_succeeded_job_is_its_report(browser, demo_result):
     assert "Speed up token generation" in html  # what the user wrote down
     assert "dominates" in html  # what was measured
     assert "Time to first token" in html and "500 ms" in html
-    assert " ms<" in html and " tok/s<" in html and " GB<" in html and " GB/s<" in html
+    assert " ms<" in html and " tok/s<" in html and " GiB<" in html and " GB/s<" in html
     assert "config only" not in html.lower()
     assert "Download result.json" in html
 
@@ -129,7 +129,7 @@ def test_a_quantization_result_shows_the_finding_chart_and_a_row_per_variant(bro
     ]  # fmt: skip
     reference, int8, int4 = rows
     assert 'class="variant measured reference"' in reference and "×" not in reference
-    for cell in ("2.00 MB", "4.0× smaller", "3.00 MB", "3.0× smaller", "56.0 ms", "14.0 ms",
+    for cell in ("1.91 MiB", "4.0× smaller", "2.86 MiB", "3.0× smaller", "56.0 ms", "14.0 ms",
                  "71.4 tok/s", "286 tok/s", "1.4× slower", "12.9", "1.03× higher", "96.0 %",
                  "0.0123 nats"):  # fmt: skip
         assert cell in int8, cell
@@ -203,7 +203,7 @@ def test_the_caching_section_shows_the_finding_chart_and_sweep(browser, demo_res
     rows = table_rows(section, "cache-sweep")
     assert len(rows) == 5
     half = rows[2]
-    for cell in ("256", "50.0 %", "200 ms", "110 ms", "0.55×", "45.0 % less", "786 kB", "✓"):
+    for cell in ("256", "50.0 %", "200 ms", "110 ms", "0.55×", "45.0 % less", "768 KiB", "✓"):
         assert cell in half, cell
     assert ">same<" in rows[0]  # warm/cold 1.00
     assert "✗" not in section and 'id="cache-mismatch-banner"' not in section
@@ -217,7 +217,7 @@ def test_the_caching_section_shows_the_finding_chart_and_sweep(browser, demo_res
 def test_the_users_prompts_show_reuse_hit_rate_histogram_and_saving(browser, demo_result):
     html = caching_report(browser, demo_result)
     sample = html.split('id="cache-sample"')[1].split("</dl>")[0]
-    for text in ("12", "736", "452", "61.4 %", "91.7 % of prompts", "872 kB"):
+    for text in ("12", "736", "452", "61.4 %", "91.7 % of prompts", "852 KiB"):
         assert text in sample, text
     saving = sample.split('id="cache-sample-saving"')[1]
     assert "200 ms cold" in saving and "90.0 ms" in saving and "55.0 % less" in saving
@@ -265,7 +265,7 @@ def test_the_parallel_section_shows_plans_with_the_fewest_that_fit(browser, demo
     ]  # fmt: skip
     assert "✗" in rows[0] and "weights alone exceed the device" in rows[0]
     assert 'class="plan fewest"' in rows[1] and "fewest devices that fit" in rows[1]
-    assert "4.00 GB" in rows[1] and "2.00 GB" in rows[1] and "6.00 GB" in rows[1]
+    assert "3.73 GiB" in rows[1] and "1.86 GiB" in rows[1] and "5.59 GiB" in rows[1]
     assert "fewest" not in rows[2]  # as few devices, but not the one the library chose
 
 
@@ -273,7 +273,7 @@ def test_the_measured_tp_run_shows_per_rank_weights_ratios_and_outputs(browser, 
     html = parallel_report(browser, demo_result)
     measured = html.split('id="tp-measured"')[1].split("</table>")[0]
     assert measured.count("Weights, rank") == 2 and "1.9× smaller" in measured
-    assert "4.20 MB" in measured and "8.07 MB" in measured
+    assert "4.01 MiB" in measured and "7.69 MiB" in measured
     assert "30.0 ms" in measured and "20.0 ms" in measured and "1.50×" in measured
     assert "1.5× slower" in measured
     assert "✓" in measured and "0.00000200" in measured
@@ -304,7 +304,7 @@ def test_disaggregation_shows_interference_ratio_and_kv_transfer(browser, demo_r
     assert "20.0 ms alone → 80.0 ms" in split and "(4.0×)" in split
     assert '<strong class="big" id="pd-ratio">1 prefill : 3 decode</strong>' in split
     transfer = split.split('id="kv-transfer"')[1].split("</dd>")[0]
-    assert "1.57 MB" in transfer and "0.00870 ms" in transfer and "NVLink 4" in transfer
+    assert "1.50 MiB" in transfer and "0.00870 ms" in transfer and "NVLink 4" in transfer
     assert "180 GB/s" in transfer
     assert 'mixed <span class="bad">missed</span>' in split
 
@@ -314,7 +314,7 @@ def test_kv_transfer_without_a_link_says_how_to_get_one(browser, demo_result):
     result.disaggregation.kv_transfer_seconds = result.disaggregation.link = None
     html = report_html(browser, with_parallel(demo_result, result))
     transfer = html.split('id="kv-transfer"')[1].split("</dd>")[0]
-    assert "1.57 MB" in transfer and "choose a target GPU" in transfer
+    assert "1.50 MiB" in transfer and "choose a target GPU" in transfer
 
 
 def test_script_in_warnings_notes_and_reasons_is_escaped(browser, demo_result):

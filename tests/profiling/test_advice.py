@@ -284,16 +284,26 @@ def test_estimate_writes_advice_and_predictions_marked_estimated(tmp_path: Any) 
     assert report["workload"]["concurrency"] == 16 and report["dtype"] == "bfloat16"
 
 
-def test_estimate_of_70b_flips_from_devices_on_one_h100_to_fitting_on_four(
+def test_estimate_of_70b_flips_from_devices_on_one_l40s_to_fitting_on_four(
     tmp_path: Any,
 ) -> None:
-    one = _estimate(tmp_path, "llama-3.1-70b", "--gpu", "H100", "--gpus", "1")
-    four = _estimate(tmp_path, "llama-3.1-70b", "--gpu", "H100", "--gpus", "4")
+    # bf16 weights are 131 GiB and int8 ones 65.7 GiB: neither fits one 45 GiB L40S.
+    one = _estimate(tmp_path, "llama-3.1-70b", "--gpu", "L40S", "--gpus", "1")
+    four = _estimate(tmp_path, "llama-3.1-70b", "--gpu", "L40S", "--gpus", "4")
     assert one["advice"]["bottleneck"] == "devices"
     assert one["advice"]["recommendations"][0]["technique"] == "parallel"
     assert four["advice"]["bottleneck"] != "devices"
     share = {n["name"]: n["value"] for n in four["advice"]["deciding_numbers"]}
     assert share["memory_headroom_share"] > 0
+
+
+def test_estimate_of_70b_on_one_h100_puts_int8_before_a_second_device(tmp_path: Any) -> None:
+    # int8 weights (65.7 GiB) fit the 70.7 GiB an 80 GB H100 leaves usable; bf16 does not.
+    report = _estimate(tmp_path, "llama-3.1-70b", "--gpu", "H100", "--gpus", "1")
+    assert report["advice"]["bottleneck"] == "memory"
+    first, second = report["advice"]["recommendations"][:2]
+    assert (first["technique"], second["technique"]) == ("quantization", "parallel")
+    assert "int8" in first["setting"] and "TP=2" in second["setting"]
 
 
 def test_estimate_reads_a_config_path_and_refuses_unknown_models_and_gpus(

@@ -99,10 +99,11 @@ def test_fit_check_counts_kv_for_every_request_and_keeps_a_reserve() -> None:
     fit = fit_check(10_000_000_000, 100_000, workload, gpu, gpu_count=1)
     assert fit.kv_cache_bytes == 100_000 * 1024 * 10
     assert fit.required_bytes == 10_000_000_000 + fit.kv_cache_bytes
-    assert fit.available_bytes == int(0.9 * gpu.memory_bytes) - RESERVE_FIXED_BYTES
+    reserve = int(0.1 * gpu.memory_bytes) + RESERVE_FIXED_BYTES
+    assert fit.available_bytes == gpu.memory_bytes - reserve
     assert fit.fits and fit.headroom_bytes == fit.available_bytes - fit.required_bytes
     assert fit.max_concurrency == (fit.available_bytes - 10_000_000_000) // (100_000 * 1024)
-    assert "10%" in fit.note and "1 GB" in fit.note
+    assert "10%" in fit.note and "1.00 GiB" in fit.note
 
 
 def test_fit_check_reports_a_model_too_big_for_the_gpu() -> None:

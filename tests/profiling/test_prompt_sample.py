@@ -85,10 +85,10 @@ def test_it_rejects_text_that_is_not_utf8_naming_the_line() -> None:
 def test_it_rejects_a_huge_file_before_reading_it(tmp_path: Path) -> None:
     path = tmp_path / "huge.txt"
     with path.open("wb") as f:
-        f.truncate(PROMPT_SAMPLE_MAX_BYTES + 1)  # sparse: no 16 MB written
-    with pytest.raises(PromptSampleError, match="limit is 16 MB"):
+        f.truncate(PROMPT_SAMPLE_MAX_BYTES + 1)  # sparse: no 16 MiB written
+    with pytest.raises(PromptSampleError, match="limit is 16.0 MiB"):
         read_prompt_sample(path)
-    with pytest.raises(PromptSampleError, match="limit is 16 MB"):
+    with pytest.raises(PromptSampleError, match="limit is 16.0 MiB"):
         parse_prompt_sample(b"x" * (PROMPT_SAMPLE_MAX_BYTES + 1))
 
 
@@ -133,7 +133,7 @@ def test_the_config_carries_the_sample_and_checks_its_size() -> None:
         config.replace(prompt_sample=["x"] * (PROMPT_SAMPLE_MAX_PROMPTS + 1)).validate()
     with pytest.raises(ConfigError, match="non-empty string"):
         config.replace(prompt_sample=["ok", ""]).validate()
-    with pytest.raises(ConfigError, match="limit is 16.0 MB"):
+    with pytest.raises(ConfigError, match="limit is 16.0 MiB"):
         config.replace(prompt_sample=["x" * (PROMPT_SAMPLE_MAX_BYTES + 1)]).validate()
 
 
