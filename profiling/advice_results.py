@@ -64,6 +64,10 @@ class Recommendation:
     basis: str  # MEASURED or ESTIMATED
     serves: str  # the bottleneck it acts on: "memory", "generation", "prompt", "devices"
     gain: float  # the ranking key: factor of improvement on the metric it serves
+    # How sure: "measured, 95 % interval 1.31–1.55× over 5 repeats", or why it is estimated.
+    confidence: str = ""
+    gain_low: float | None = None  # the gain's interval, where repeats were measured
+    gain_high: float | None = None
 
 
 @dataclass
@@ -71,6 +75,8 @@ class NotRecommended:
     technique: str
     why: str  # the measured reason, with its figure
     key: str = ""  # the JSON key of that figure
+    # The effect was measured but its interval holds "no change": neither a win nor a loss.
+    inconclusive: bool = False
 
 
 @dataclass

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from profiling.advice_results import Change, NotRecommended, Recommendation
 from profiling.facts import Facts
+from profiling.stats import INCONCLUSIVE, WORSE, Interval
 from profiling.units import significant
 
 MIN_GAIN = 1.05
@@ -21,6 +22,33 @@ Outcome = Recommendation | NotRecommended
 
 def weak(technique: str, gain: float, what: str, key: str) -> NotRecommended:
     return NotRecommended(technique, f"{what}: {gain:.2f}×, about the same", key)
+
+
+def judged(technique: str, what: str, interval: Interval, key: str) -> NotRecommended | None:
+    """None when a measured effect is a win worth ranking; otherwise why it is not one.
+
+    A win needs its whole interval above "no change" and its median at least
+    MIN_GAIN; an interval holding 1.0 is inconclusive, one below it a loss.
+    """
+    if interval.verdict == INCONCLUSIVE:
+        why = (
+            f"{what}: {interval.text()}: the interval includes no change, so the effect "
+            "is inconclusive, not a win (full mode takes more repeats)"
+        )
+        return NotRecommended(technique, why, key, inconclusive=True)
+    if interval.verdict == WORSE:
+        return NotRecommended(technique, f"{what}: {interval.text()}: worse than without", key)
+    if interval.ratio < MIN_GAIN:
+        return weak(technique, interval.ratio, what, key)
+    return None
+
+
+def confidence(interval: Interval) -> str:
+    """ "measured: 95 % interval 1.31–1.55× over 5 repeats" for a recommendation."""
+    return (
+        f"measured: {interval.level:.0%} interval {interval.low:.2f}–{interval.high:.2f}× "
+        f"over {interval.repeats} repeats"
+    ).replace("%", " %", 1)
 
 
 def ms(seconds: float) -> str:

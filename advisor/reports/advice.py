@@ -33,6 +33,9 @@ METRIC_LABELS = {
     "fits_after_quantization": "fits after quantization",
     "weights_bytes": "weights",
     "decode_tokens_per_second": "decode throughput",
+    "worst_tpot_ms": "worst TPOT (a prefill joins the step)",
+    "mean_tpot_ms": "mean TPOT over steps",
+    "measured_ttft_ms": "TTFT where measured",
 }
 
 
@@ -132,6 +135,8 @@ def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
                 "evidence": [evidence_item(e, anchors) for e in rec.evidence],
                 "caveats": rec.caveats,
                 "estimated": rec.basis == ESTIMATED,
+                "confidence": rec.confidence
+                or ("estimated: not measured in this job" if rec.basis == ESTIMATED else ""),
             }
             for rec in advice.recommendations
         ],
@@ -140,8 +145,10 @@ def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
                 "technique": TECHNIQUE_LABELS.get(n.technique, n.technique),
                 "why": n.why,
                 "key": n.key,
+                "inconclusive": n.inconclusive,
             }
-            for n in advice.not_recommended
+            # Inside-the-noise effects first: a rerun may still make them a win.
+            for n in sorted(advice.not_recommended, key=lambda n: not n.inconclusive)
         ],  # fmt: skip
         "missing": [
             {

@@ -16,6 +16,7 @@ from advisor.jobs.models import Job
 from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
 from profiling.advice_results import Advice
 from profiling.profile import Profile
+from profiling.stats import INCONCLUSIVE, Interval, ratio_interval
 from profiling.techniques import TECHNIQUES
 from profiling.units import UNKNOWN, ms, size, tok_s
 
@@ -107,8 +108,13 @@ def figure_row(
     b: Any,
     fmt: Callable[[Any], str],
     higher_is_better: bool | None = None,
+    noise: Interval | None = None,
 ) -> Row:
-    """A numeric row: both values in their unit, then B ÷ A and B − A where both are known."""
+    """A numeric row: both values in their unit, then B ÷ A and B − A where both are known.
+
+    `noise` is B ÷ A's interval from both sides' repeats: a difference inside it
+    is said to be within noise and neither side is marked better.
+    """
     x, y = _finite(a), _finite(b)
     if x is None or y is None:
         return Row(label, fmt(x), fmt(y))
@@ -120,6 +126,10 @@ def figure_row(
     better = ""
     if higher_is_better is not None:
         better = "b" if (y > x) == higher_is_better else "a"
+    if noise is not None:
+        if noise.verdict == INCONCLUSIVE:
+            return Row(label, fmt(x), fmt(y), f"{change} · within noise: {noise.text()}")
+        change = f"{change} · {noise.text()}"
     return Row(label, fmt(x), fmt(y), change, better)
 
 
@@ -206,13 +216,19 @@ def _throughput(a: Side, b: Side) -> Group:
     for batch, tokens in sorted(prefill_a.keys() & prefill_b.keys()):
         label = f"Prefill, batch {batch}, {tokens:,} prompt tokens"
         x, y = prefill_a[batch, tokens], prefill_b[batch, tokens]
-        group.rows.append(figure_row(label, x.tokens_per_second, y.tokens_per_second, tok_s, True))
+        noise = ratio_interval(x.seconds.samples, y.seconds.samples)  # B's tok/s ÷ A's
+        group.rows.append(
+            figure_row(label, x.tokens_per_second, y.tokens_per_second, tok_s, True, noise)
+        )
     decode_a = {(p.batch_size, p.context_tokens): p for p in a.profile.decode}
     decode_b = {(p.batch_size, p.context_tokens): p for p in b.profile.decode}
     for batch, context in sorted(decode_a.keys() & decode_b.keys()):
         label = f"Decode, batch {batch}, context {context:,}"
         x, y = decode_a[batch, context], decode_b[batch, context]
-        group.rows.append(figure_row(label, x.tokens_per_second, y.tokens_per_second, tok_s, True))
+        noise = ratio_interval(x.seconds_per_token.samples, y.seconds_per_token.samples)
+        group.rows.append(
+            figure_row(label, x.tokens_per_second, y.tokens_per_second, tok_s, True, noise)
+        )
     if not group.rows:
         group.note = "The two sweeps measured no point in common (different sizes)."
     return group

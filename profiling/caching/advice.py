@@ -13,14 +13,10 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.caching.results import CachingResult
+from profiling.caching.results import CachingResult, PrefixPoint
 from profiling.facts import Facts
-from profiling.rule_kit import (
-    MIN_GAIN,
-    Outcome,
-    ms,
-    weak,
-)
+from profiling.rule_kit import MIN_GAIN, Outcome, confidence, judged, ms, weak
+from profiling.stats import Interval, ratio_interval
 from profiling.units import size
 
 
@@ -50,14 +46,26 @@ def caching(
         why = "outputs with a reused cache differed from cold outputs (a failed check)"
         return [NotRecommended("caching", why, key)]
     gain = cold / warm if warm else 0.0
-    if gain < MIN_GAIN:
-        return [weak("caching", gain, "TTFT cold / warm", key)]
-    return [_cache_recommendation(facts, result, setting, key, cold, warm, memory)]
+    interval = cold_to_warm(point) if point is not None else None
+    if interval is None:
+        if gain < MIN_GAIN:
+            return [weak("caching", gain, "TTFT cold / warm", key)]
+    elif (refused := judged("caching", "TTFT cold / warm", interval, key)) is not None:
+        return [refused]
+    return [_cache_recommendation(facts, result, setting, key, cold, warm, memory, interval)]
+
+
+def cold_to_warm(point: PrefixPoint) -> Interval | None:
+    """Cold / warm TTFT: the ratio of the medians and its interval from the
+    interleaved cold and warm repeats (resampled in pairs)."""
+    return ratio_interval(
+        point.cold_ttft_seconds.samples, point.warm_ttft_seconds.samples, paired=True
+    )
 
 
 def _cache_recommendation(
     facts: Facts, result: CachingResult, setting: str, key: str,
-    cold: float, warm: float, memory: int | None,
+    cold: float, warm: float, memory: int | None, interval: Interval | None,
 ) -> Recommendation:  # fmt: skip
     ttft = facts.ttft_seconds
     after = ttft * warm / cold
@@ -84,6 +92,15 @@ def _cache_recommendation(
         basis=MEASURED,
         serves="prompt",
         gain=cold / warm,
+        **(
+            {
+                "confidence": confidence(interval),
+                "gain_low": interval.low,
+                "gain_high": interval.high,
+            }
+            if interval is not None
+            else {}
+        ),  # fmt: skip
     )
 
 

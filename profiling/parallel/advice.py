@@ -18,9 +18,13 @@ from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, Par
 from profiling.rule_kit import (
     DISAGGREGATION_MIN_SPIKE,
     MAKES_IT_FIT,
+    MIN_GAIN,
     Outcome,
+    confidence,
     ms,
+    weak,
 )
+from profiling.stats import ratio_interval
 from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)
@@ -139,13 +143,33 @@ def disaggregation(
         why = (f"a prefill joining a decode step slows it only {d.tpot_spike:.2f}× "
                f"(threshold {DISAGGREGATION_MIN_SPIKE}×)")  # fmt: skip
         return [NotRecommended("disaggregation", why, key + ".tpot_spike")]
-    return [disaggregation_recommendation(d, MEASURED)]
+    spike = ratio_interval(d.decode_mixed_seconds.samples, d.decode_alone_seconds.samples)
+    if spike is not None and (spike.repeats < 2 or spike.low < DISAGGREGATION_MIN_SPIKE):
+        why = (f"a prefill joining a decode step slows it {spike.text()}: the interval reaches "
+               f"below the {DISAGGREGATION_MIN_SPIKE}× that makes a split worth its workers, "
+               "so the effect is inconclusive")  # fmt: skip
+        return [NotRecommended("disaggregation", why, key + ".tpot_spike", inconclusive=True)]
+    recommendation = disaggregation_recommendation(facts, d, MEASURED)
+    if recommendation.gain < MIN_GAIN:
+        # The spikes are real but rare: averaged over the steps, TPOT barely moves.
+        what = "mean TPOT colocated / disaggregated"
+        return [weak("disaggregation", recommendation.gain, what, key + ".mean_tpot_seconds")]
+    if spike is not None:
+        recommendation.confidence = confidence(spike) + " (the prefill's slowdown of a step)"
+    return [recommendation]
 
 
-def disaggregation_recommendation(d: DisaggregationResult, basis: str) -> Recommendation:
+def disaggregation_recommendation(
+    facts: Facts, d: DisaggregationResult, basis: str
+) -> Recommendation:
     fixes_target = d.alone_meets_tpot and d.mixed_meets_tpot is False
-    gain = d.tpot_spike if fixes_target else d.mean_tpot_seconds / d.decode_alone_tpot_seconds
+    # The mean over steps, colocated → alone, carried to the report's own TPOT at the
+    # user's workload (the measured steps ran at the experiment's batch and context).
+    mean_ratio = d.mean_tpot_seconds / d.decode_alone_tpot_seconds
+    gain = d.tpot_spike if fixes_target else mean_ratio
+    tpot = facts.tpot_seconds
     changes = [
+        Change("tpot_ms", tpot * 1e3, tpot / mean_ratio * 1e3, "ms"),
         Change(
             "worst_tpot_ms",
             d.decode_mixed_tpot_seconds * 1e3,
@@ -166,8 +190,9 @@ def disaggregation_recommendation(d: DisaggregationResult, basis: str) -> Recomm
         technique="disaggregation",
         setting=f"disaggregate with {d.workers}",
         expected_effect=ExpectedEffect(
-            f"no prefill stalls decode: worst TPOT {ms(d.decode_mixed_tpot_seconds)} → "
-            f"{ms(d.decode_alone_tpot_seconds)} ms",
+            f"no prefill stalls decode: TPOT {ms(tpot)} → {ms(tpot / mean_ratio)} ms at your "
+            f"workload; the worst step {ms(d.decode_mixed_tpot_seconds)} → "
+            f"{ms(d.decode_alone_tpot_seconds)} ms (measured at batch {d.decode_batch})",
             changes,
         ),  # fmt: skip
         evidence=[

@@ -3,6 +3,8 @@ quality tolerance."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
@@ -24,11 +26,14 @@ from profiling.rule_kit import (
     Outcome,
     capacity_changes,
     capacity_gain,
+    confidence,
     decode_seconds_with_weights,
+    judged,
     ms,
     weak,
 )
 from profiling.shapes import DTYPE_BYTES
+from profiling.stats import Interval, ratio_interval
 from profiling.units import size
 
 
@@ -53,6 +58,11 @@ def quantization(
         what = "decode speed" if serves == "generation" else "requests that fit"
         return [*out, weak("quantization", gain, f"{result.variants[best].name}: {what}", key)]
     variant = result.variants[best]
+    interval = speed_interval(variant, reference)
+    if serves == "generation" and interval is not None:
+        refused = judged("quantization", f"{variant.name}: decode speed", interval, key)
+        if refused is not None:
+            return [*out, refused]
     rec = Recommendation(
         technique="quantization",
         setting=quant_setting(variant, reference),
@@ -62,8 +72,18 @@ def quantization(
         basis=MEASURED,
         serves=serves,
         gain=gain,
+        **_confidence(serves, interval),
     )
     return [rec, *out]
+
+
+def _confidence(serves: str, interval: Interval | None) -> dict[str, Any]:
+    if serves != "generation":
+        return {"confidence": "measured: weight bytes are exact; quality from the quality check"}
+    if interval is None:
+        return {}
+    return {"confidence": confidence(interval), "gain_low": interval.low,
+            "gain_high": interval.high}  # fmt: skip
 
 
 def _refused_variants(
@@ -91,13 +111,19 @@ def quant_setting(variant: QuantVariant, reference: QuantVariant) -> str:
     return text
 
 
-def _speed_ratio(variant: QuantVariant, reference: QuantVariant) -> float | None:
-    """Reference step time / variant step time, at the concurrency where measured."""
+def speed_interval(variant: QuantVariant, reference: QuantVariant) -> Interval | None:
+    """Reference step time / variant step time with its interval, at the concurrency
+    where both were measured (the user's, else batch 1)."""
     for attr in ("concurrency_seconds_per_token", "seconds_per_token"):
         ref, var = getattr(reference, attr), getattr(variant, attr)
         if ref is not None and var is not None and var.median:
-            return ref.median / var.median
+            return ratio_interval(ref.samples, var.samples)
     return None
+
+
+def _speed_ratio(variant: QuantVariant, reference: QuantVariant) -> float | None:
+    interval = speed_interval(variant, reference)
+    return interval.ratio if interval is not None else None
 
 
 def _quant_gain(facts: Facts, variant: QuantVariant, reference: QuantVariant, serves: str) -> float:

@@ -13,13 +13,9 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.facts import Facts
-from profiling.rule_kit import (
-    MIN_GAIN,
-    Outcome,
-    ms,
-    weak,
-)
+from profiling.rule_kit import Outcome, confidence, judged, ms
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
+from profiling.stats import Interval, ratio_interval
 from profiling.units import size
 from profiling.verdict import nearest_batch
 
@@ -65,22 +61,30 @@ def plausible(point: SweepPoint) -> bool:
     return point.speedup <= point.mean_accepted_length * PLAUSIBLE_MARGIN
 
 
+def speedup_interval(point: SweepPoint) -> Interval | None:
+    """Plain / speculative seconds over the prompt set: the ratio of the two medians, with
+    its interval from the interleaved repeats (resampled in pairs)."""
+    return ratio_interval(point.baseline_seconds.samples, point.seconds.samples, paired=True)
+
+
 def _best(
     facts: Facts, result: SpeculativeResult, points: list[tuple[int, SweepPoint]], batch: int
 ) -> list[Outcome]:
     i, best = max(points, key=lambda ip: ip[1].speedup)
     key = f"speculative.sweeps[{i}]"
     at = f"at batch {batch} (measured batch nearest your concurrency {facts.workload.concurrency})"
-    if best.speedup < 1:
-        why = f"measured speedup {best.speedup:.2f}× {at}, best K={best.k}: slower than without"
+    interval = speedup_interval(best)
+    if interval is None:
+        why = f"{best.draft} K={best.k}: no timing to judge {at}"
         return [NotRecommended("speculative", why, key)]
-    if best.speedup < MIN_GAIN:
-        return [weak("speculative", best.speedup, f"best speedup {at}", key)]
-    return [_spec_recommendation(facts, result, best, key)]
+    refused = judged("speculative", f"best speedup {at}, K={best.k}", interval, key)
+    if refused is not None:
+        return [refused]
+    return [_spec_recommendation(facts, result, best, key, interval)]
 
 
 def _spec_recommendation(
-    facts: Facts, result: SpeculativeResult, best: SweepPoint, key: str
+    facts: Facts, result: SpeculativeResult, best: SweepPoint, key: str, interval: Interval
 ) -> Recommendation:
     name = (
         "prompt lookup (n-gram, no draft model)"
@@ -88,15 +92,16 @@ def _spec_recommendation(
         else f"draft {best.draft}"
     )
     tpot = facts.tpot_seconds
-    after = tpot / best.speedup
-    figure = (f"{best.speedup:.2f}× faster at batch {best.batch_size}, "
+    speedup = interval.ratio
+    after = tpot / speedup
+    figure = (f"{speedup:.2f}× faster at batch {best.batch_size}, "
               f"{best.mean_accepted_length:.2f} tokens per target pass, acceptance "
               f"{best.acceptance_rate:.0%}")  # fmt: skip
     return Recommendation(
         technique="speculative",
         setting=f"{name} with K={best.k}",
         expected_effect=ExpectedEffect(
-            f"decode {best.speedup:.2f}× faster: TPOT {ms(tpot)} → {ms(after)} ms",
+            f"decode {speedup:.2f}× faster: TPOT {ms(tpot)} → {ms(after)} ms",
             [
                 Change("tpot_ms", tpot * 1e3, after * 1e3, "ms"),
                 Change(
@@ -111,7 +116,10 @@ def _spec_recommendation(
         caveats=_spec_caveats(facts, result, best),
         basis=MEASURED,
         serves="generation",
-        gain=best.speedup,
+        gain=speedup,
+        confidence=confidence(interval),
+        gain_low=interval.low,
+        gain_high=interval.high,
     )
 
 

@@ -161,6 +161,25 @@ def test_a_technique_not_recommended_says_why(browser, demo_result):
     assert 'Prefix caching</strong> <span class="flag">not judged</span>' in part
 
 
+def test_an_inconclusive_effect_is_considered_first_and_a_win_shows_its_confidence(
+    browser, demo_result
+):
+    refused = NotRecommended("quantization", "int4 is not available here", "quantization")
+    noisy = NotRecommended("speculative", "best speedup 1.30× (95 % interval 0.70–2.10×)",
+                           "speculative.sweeps[1]", inconclusive=True)  # fmt: skip
+    win = advice_of().recommendations[0]
+    win.confidence = "measured: 95 % interval 1.12–1.31× over 5 repeats"
+    advice = advice_of(recommendations=[win], not_recommended=[refused, noisy])
+    part = section(page(browser, with_advice(demo_result, advice)), "advice")
+    assert "Confidence: measured: 95 % interval 1.12–1.31× over 5 repeats" in part
+    considered = part.split("Considered, and why not")[1]
+    assert considered.index("1.30×") < considered.index("int4 is not available")
+    assert (
+        '<span class="flag" title="measured, but its interval includes no change">'
+        "inconclusive</span>" in considered
+    )
+
+
 def test_evidence_links_only_to_sections_on_the_page(browser, demo_result):
     first = advice_of().recommendations[0]
     first.evidence = [

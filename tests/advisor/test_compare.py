@@ -71,6 +71,9 @@ def pair() -> tuple[Job, Job]:
     b_result = with_quantization(with_advice(cli_result()), quantization_result())
     for point in b_result["decode"]:
         point["tokens_per_second"] *= 2
+        point["seconds_per_token"]["samples"] = [
+            t / 2 for t in point["seconds_per_token"]["samples"]
+        ]
     a = finished(cli_result(), gpu_kind="", notes="baseline")
     b = finished(b_result, gpu_kind="L4", gpu_count=2)
     return a, b
@@ -92,7 +95,7 @@ def test_two_finished_reports_show_side_by_side_with_ratios(browser, pair):
     assert "float32" in row(html, "dtype")
     assert "ms" in row(html, "Time to first token")
     decode = row(html, "Decode, batch 4, context 64")
-    assert "2.00×" in decode and 'class="better"' in decode
+    assert "2.00×" in decode and 'class="better"' in decode and "95 % interval" in decode
     assert "Prefill, batch 1, 128 prompt tokens" in html
 
 
@@ -229,3 +232,24 @@ def test_a_copy_of_a_result_compares_equal(browser, pair):
     twin = finished(copy.deepcopy(a.result))
     html = browser.get(compare_url(a, twin)).content.decode()
     assert 'class="better"' not in html
+
+
+def test_a_rerun_whose_difference_is_inside_its_repeats_is_within_noise(browser, pair):
+    a, _ = pair
+    rerun = copy.deepcopy(a.result)
+    for point in rerun["decode"]:  # the same repeats in another order, one a little slower
+        samples = point["seconds_per_token"]["samples"]
+        point["seconds_per_token"]["samples"] = [samples[-1] * 1.03, *samples[:-1]]
+        point["tokens_per_second"] *= 0.97
+    html = browser.get(compare_url(a, finished(rerun))).content.decode()
+    decode = row(html, "Decode, batch 4, context 64")
+    assert "within noise" in decode and "95 % interval" in decode
+    assert 'class="better"' not in decode
+
+
+def test_a_figure_row_inside_its_interval_favours_neither_side():
+    from profiling.stats import ratio_interval
+
+    noise = ratio_interval([1.0, 1.2, 0.9], [1.1, 0.95, 1.15])
+    row = figure_row("Decode", 100.0, 103.0, str, higher_is_better=True, noise=noise)
+    assert row.better == "" and "within noise" in row.change

@@ -45,6 +45,11 @@ def bandwidth_bound_decode(data: dict[str, Any], shapes: Shapes, rate: float = 2
         point["seconds_per_token"] = serde.to_dict(Samples([seconds] * 3))
 
 
+def repeats(value: float, spread: float = 0.02) -> Samples:
+    """Three repeats around `value` (median exactly `value`), ±`spread` of it."""
+    return Samples([value * (1 - spread), value, value * (1 + spread)])
+
+
 def set_shares(data: dict[str, Any], prefill: float) -> None:
     data["verdict"].update(prefill_share=prefill, decode_share=1 - prefill)
 
@@ -77,9 +82,9 @@ def quant_variant(
         is_reference=reference,
         settings=MethodSettings("torchao", name, 32 if reference else 8, kept_modules=list(kept)),
         weights_bytes=weights if measured else None,
-        seconds_per_token=Samples([step_s]) if measured else None,
+        seconds_per_token=repeats(step_s) if measured else None,
         concurrency=8,
-        concurrency_seconds_per_token=Samples([step_s * 2]) if measured else None,
+        concurrency_seconds_per_token=repeats(step_s * 2) if measured else None,
         perplexity=ppl,
         top1_agreement=top1,
     )
@@ -94,13 +99,17 @@ def quantization_result(*variants: QuantVariant) -> QuantizationResult:
     )  # fmt: skip
 
 
-def sweep_point(speedup: float, batch: int = 8, k: int = 4, matches: bool = True) -> SweepPoint:
+def sweep_point(
+    speedup: float, batch: int = 8, k: int = 4, matches: bool = True, spread: float = 0.02
+) -> SweepPoint:
     return SweepPoint(
         draft="demo-draft", k=k, batch_size=batch, prompts=8, generated_tokens=256,
         proposed_tokens=256, accepted_tokens=160, corrections=40, bonus_tokens=24,
         target_passes=64, sequence_passes=64, acceptance_rate=0.625,
         mean_accepted_length=3.5, acceptance_by_position=[0.9, 0.7, 0.5, 0.4],
-        seconds=Samples([1.0]), baseline_seconds=Samples([speedup]),
+        # The two sides' noise runs opposite ways, as uncorrelated noise can.
+        seconds=Samples(repeats(1.0, spread).samples[::-1]),
+        baseline_seconds=repeats(speedup, spread),
         tokens_per_second=256 * speedup, baseline_tokens_per_second=256.0, speedup=speedup,
         matches_baseline=matches,
     )  # fmt: skip
@@ -118,7 +127,7 @@ def speculative_result(*sweeps: SweepPoint) -> SpeculativeResult:
 def prefix_point(cold: float, warm: float, matches: bool = True) -> PrefixPoint:
     return PrefixPoint(
         prompt_tokens=512, prefix_tokens=307, prefix_share=0.6, suffixes=4,
-        cold_ttft_seconds=Samples([cold]), warm_ttft_seconds=Samples([warm]),
+        cold_ttft_seconds=repeats(cold), warm_ttft_seconds=repeats(warm),
         warm_to_cold=warm / cold, prefix_cache_bytes=307 * 3072, outputs_match=matches,
         tokens_match=matches, max_abs_logit_diff=0.0, greedy_tokens=8, label="prompt sample",
     )  # fmt: skip
@@ -145,7 +154,7 @@ def disaggregation_result(alone: float, mixed: float, target: float | None) -> D
     share = 8 / 128
     return DisaggregationResult(
         decode_batch=8, decode_context_tokens=576, prefill_tokens=512,
-        decode_alone_seconds=Samples([alone]), decode_mixed_seconds=Samples([mixed]),
+        decode_alone_seconds=repeats(alone), decode_mixed_seconds=repeats(mixed),
         prefill_seconds=Samples([mixed - alone]), decode_alone_tpot_seconds=alone,
         decode_mixed_tpot_seconds=mixed, tpot_spike=mixed / alone, mixed_step_share=share,
         mean_tpot_seconds=alone + share * (mixed - alone), tpot_target_seconds=target,

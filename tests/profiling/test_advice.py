@@ -23,6 +23,7 @@ from profiling.quantization.results import (
     FAILED,
 )
 from profiling.quantization.tolerance import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
+from profiling.results import Samples
 from profiling.shapes import Shapes
 from tests.profiling.advice_scenarios import (
     WORKLOAD,
@@ -340,3 +341,43 @@ def test_a_speedup_no_speculation_could_reach_is_set_aside_as_an_outlier(
     assert first.setting == "draft demo-draft with K=2" and first.gain == pytest.approx(1.6)
     (why,) = refusals(advice, "speculative")
     assert "2.90×" in why and "1.20 tokens per target pass" in why and "outlier" in why
+
+
+# -- noise: an effect inside its interval of "no change" is not a win --------------
+
+
+def test_a_speculative_speedup_inside_the_noise_is_inconclusive_not_ranked(
+    base: dict[str, Any], shapes: Shapes
+) -> None:
+    # 1.3× at the median, but the repeats spread ±40 %: the interval holds 1.0.
+    add_experiment(base, "speculative", speculative_result(sweep_point(1.3, spread=0.4)))
+    advice = advise_profile(Profile.from_dict(base), shapes)
+    assert "speculative" not in techniques(advice)
+    (refused,) = [n for n in advice.not_recommended if n.technique == "speculative"]
+    assert refused.inconclusive and "inconclusive" in refused.why and "1.30×" in refused.why
+    assert "95 % interval" in refused.why
+
+
+def test_a_measured_win_carries_its_interval_and_confidence(
+    base: dict[str, Any], shapes: Shapes
+) -> None:
+    add_experiment(base, "speculative", speculative_result(sweep_point(2.0)))
+    advice = advise_profile(Profile.from_dict(base), shapes)
+    first = next(r for r in advice.recommendations if r.technique == "speculative")
+    assert first.gain == pytest.approx(2.0)
+    assert 1.0 < first.gain_low < first.gain < first.gain_high
+    assert first.confidence.startswith("measured: 95 % interval")
+    assert "3 repeats" in first.confidence
+
+
+def test_a_quantized_speedup_inside_the_noise_is_inconclusive(
+    base: dict[str, Any], shapes: Shapes
+) -> None:
+    result = quantization_result(quant_variant("int8", 2_100_000, 0.0095, top1=0.99, ppl=20.1))
+    reference, int8 = result.variants
+    for variant, steps in ((reference, [0.018, 0.024, 0.020]), (int8, [0.016, 0.025, 0.019])):
+        variant.concurrency_seconds_per_token = Samples(steps)  # 1.05× at the medians
+    add_experiment(base, "quantization", result)
+    advice = advise_profile(Profile.from_dict(base), shapes)
+    assert "quantization" not in techniques(advice)
+    assert any(n.inconclusive for n in advice.not_recommended if n.technique == "quantization")

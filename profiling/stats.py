@@ -1,0 +1,114 @@
+"""How sure a measured effect is: a bootstrap interval on a ratio of medians.
+
+A technique's effect is a ratio of two measured medians (plain / speculative
+step time, cold / warm TTFT, reference / quantized step time). Each side keeps
+its repeats (`Samples.samples`); resampling both with replacement and taking
+the ratio of the medians each time gives the ratio's spread. The interval is
+the central `level` share of those ratios (percentile bootstrap).
+
+An effect whose interval holds 1.0 ("no change") is *inconclusive*: it is
+never ranked as a win. With one repeat on a side the spread is unknown, and
+the effect is inconclusive too; the library's quick mode takes two or more.
+
+The resampling is seeded from the samples themselves, so the same
+measurements always give the same interval (a report re-rendered, or the same
+result read twice, never changes its verdict). Pure Python, no torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from profiling.results import percentile
+
+LEVEL = 0.95
+DRAWS = 2000
+BETTER, WORSE, INCONCLUSIVE = "better", "worse", "inconclusive"
+
+
+@dataclass
+class Interval:
+    """The ratio's median estimate and its `level` interval."""
+
+    ratio: float
+    low: float
+    high: float
+    level: float = LEVEL
+    repeats: int = 0  # the fewer repeats of the two sides
+
+    @property
+    def verdict(self) -> str:
+        """BETTER when the whole interval is above 1, WORSE when below, else INCONCLUSIVE."""
+        if self.repeats < 2:
+            return INCONCLUSIVE
+        if self.low > 1.0:
+            return BETTER
+        if self.high < 1.0:
+            return WORSE
+        return INCONCLUSIVE
+
+    def text(self) -> str:
+        """ "1.42× (95 % interval 1.31–1.55×)"; one repeat says so."""
+        if self.repeats < 2:
+            return f"{self.ratio:.2f}× (one repeat: its spread is unknown)"
+        return (
+            f"{self.ratio:.2f}× ({self.level:.0%} interval "
+            f"{self.low:.2f}–{self.high:.2f}×)".replace("%", " %")
+        )
+
+
+def _median(values: Sequence[float]) -> float:
+    return percentile(sorted(values), 50)
+
+
+def _seed(*sides: Sequence[float]) -> int:
+    digest = hashlib.sha256()
+    for side in sides:
+        digest.update(struct.pack(f"<{len(side)}d", *side))
+        digest.update(b"|")
+    return int.from_bytes(digest.digest()[:8], "little")
+
+
+def ratio_interval(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    level: float = LEVEL,
+    draws: int = DRAWS,
+    paired: bool = False,
+) -> Interval | None:
+    """median(numerator) / median(denominator) with its bootstrap interval; None when a
+    side is empty or its median is not positive.
+
+    `paired`: the i-th samples of both sides were taken together (interleaved
+    repeats), so they are resampled together and a slow moment of the machine
+    moves both sides at once.
+    """
+    if not numerator or not denominator:
+        return None
+    top, bottom = _median(numerator), _median(denominator)
+    if bottom <= 0 or top <= 0:
+        return None
+    ratio = top / bottom
+    repeats = min(len(numerator), len(denominator))
+    if repeats < 2:
+        return Interval(ratio, ratio, ratio, level, repeats)
+    rng = random.Random(_seed(numerator, denominator))
+    ratios = []
+    together = paired and len(numerator) == len(denominator)
+    for _ in range(draws):
+        if together:
+            picked = rng.choices(range(len(numerator)), k=len(numerator))
+            a = _median([numerator[i] for i in picked])
+            b = _median([denominator[i] for i in picked])
+        else:
+            a = _median(rng.choices(numerator, k=len(numerator)))
+            b = _median(rng.choices(denominator, k=len(denominator)))
+        ratios.append(a / b)
+    ratios.sort()
+    tail = (1 - level) / 2 * 100
+    low, high = percentile(ratios, tail), percentile(ratios, 100 - tail)
+    return Interval(ratio, min(low, ratio), max(high, ratio), level, repeats)
