@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from advisor.reports import comment_views, compare_views
+from advisor.reports import comment_views, compare_views, download_views
 
 app_name = "reports"
 
@@ -16,6 +16,8 @@ urlpatterns = [
     # /reports/compare/...
     path("compare/", compare_views.compare_pick, name="compare-pick"),
     path("compare/<str:token_a>/<str:token_b>/", compare_views.compare, name="compare"),
+    # /reports/<token>/measurements.csv
+    path("<str:token>/measurements.csv", download_views.measurements, name="measurements-csv"),
     # /reports/<token>/comments
     path("<str:token>/comments", comment_views.add_comment, name="comment"),
 ]

@@ -30,6 +30,7 @@ from advisor.reports import (
     predictions,
     quantization,
     speculative,
+    summary,
     verdict,
     whatif_form,
 )
@@ -72,6 +73,7 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         return {"report_error": "This job's result could not be read by this version of the site."}
     context = {
         "profile": profile,
+        "summary": summary.summary_context(profile),
         "charts": charts.all_charts(profile),
         "verdict": _verdict_context(job, profile),
         "environment_rows": environment_rows(profile),
@@ -121,7 +123,12 @@ def _verdict_context(job: Job, profile: Profile) -> dict[str, Any] | None:
         "fit": verdict.fit_line(fit),
         "fits": measured.fits if measured.fits is not None else (fit.fits if fit else None),
         "stated": verdict.stated_label(job.stated_bottleneck),
-        "measured_label": verdict.measured_label(measured, fit),
+        # One name for the bottleneck on the whole page: the advice's, where it has one.
+        "measured_label": (
+            profile.advice.bottleneck_label
+            if profile.advice is not None
+            else verdict.measured_label(measured, fit)
+        ),
     }
 
 

@@ -1,0 +1,93 @@
+"""The answer on one screen: the bottleneck measured against the stated one, the top
+three actions with before → after at the user's workload and how sure each is, and
+what to run next. Every figure is the advice's own (`Profile.advice`), so the
+summary cannot disagree with the sections below it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from advisor.reports.advice import TECHNIQUE_LABELS, agreement, figure, metric_label
+from profiling.advice_results import ESTIMATED, Advice, Change, Recommendation
+from profiling.profile import Profile
+from profiling.units import ms
+
+TOP = 3
+# The figure each kind of bottleneck is judged on, in order of preference.
+PRIMARY = {
+    "generation": ("tpot_ms", "worst_tpot_ms", "decode_tokens_per_second"),
+    "prompt": ("ttft_ms",),
+    "memory": ("max_concurrency", "weights_bytes", "memory_headroom_bytes"),
+    "devices": ("memory_headroom_bytes", "max_concurrency"),
+}
+
+
+def primary_change(rec: Recommendation) -> Change | None:
+    """The before → after on the figure the recommendation acts on."""
+    changes = {c.metric: c for c in rec.expected_effect.changes}
+    for metric in PRIMARY.get(rec.serves, ()):
+        if metric in changes:
+            return changes[metric]
+    return rec.expected_effect.changes[0] if rec.expected_effect.changes else None
+
+
+def action(rec: Recommendation) -> dict[str, Any]:
+    change = primary_change(rec)
+    estimated = rec.basis == ESTIMATED
+    return {
+        "technique": TECHNIQUE_LABELS.get(rec.technique, rec.technique),
+        "setting": rec.setting,
+        "metric": metric_label(change.metric) if change else "",
+        "before": figure(change.before, change.unit) if change else "",
+        "after": figure(change.after, change.unit) if change else "",
+        "effect": rec.expected_effect.text,
+        "estimated": estimated,
+        "confidence": rec.confidence
+        or ("estimated: not measured in this job" if estimated else "measured"),
+    }
+
+
+def next_steps(advice: Advice, quick: bool) -> list[str]:
+    """What to run next: inside-the-noise effects first, then experiments not judged."""
+    steps = []
+    for n in advice.not_recommended:
+        if n.inconclusive:
+            more = "run the job again in full mode for more repeats" if quick else "run it again"
+            label = TECHNIQUE_LABELS.get(n.technique, n.technique)
+            steps.append(f"{label}: its effect was inside the noise here; {more}.")
+    for m in advice.experiments_missing:
+        label = TECHNIQUE_LABELS.get(m.technique, m.technique)
+        if m.judged == ESTIMATED:
+            steps.append(f"{label}: estimated only; tick its experiment to measure it.")
+        else:
+            steps.append(f"{label}: not judged; tick its experiment to measure it.")
+    if not steps:
+        steps.append(
+            "Everything this job can measure was measured: apply the first action, then "
+            "profile again to see what limits you next."
+        )
+    return steps
+
+
+def summary_context(profile: Profile) -> dict[str, Any] | None:
+    advice, verdict = profile.advice, profile.verdict
+    if advice is None:
+        return None
+    work = profile.config.workload
+    return {
+        "bottleneck": advice.bottleneck_label,
+        "estimated": advice.basis == ESTIMATED,
+        "agreement": agreement(advice),
+        "workload": (
+            f"{work.prompt_tokens:,} prompt → {work.output_tokens:,} output tokens, "
+            f"{work.concurrency:,} concurrent"
+        ),
+        "latency": (
+            f"TTFT {ms(verdict.ttft_ms, 'ms')} · TPOT {ms(verdict.tpot_ms, 'ms')}"
+            if verdict is not None
+            else ""
+        ),
+        "actions": [action(r) for r in advice.recommendations[:TOP]],
+        "next": next_steps(advice, profile.config.quick),
+    }
