@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from profiling.advice_results import Change, NotRecommended, Recommendation
 from profiling.facts import Facts
-from profiling.stats import INCONCLUSIVE, WORSE, Interval
+from profiling.stats import WORSE, Interval
 from profiling.units import significant
 
 MIN_GAIN = 1.05
@@ -24,23 +24,35 @@ def weak(technique: str, gain: float, what: str, key: str) -> NotRecommended:
     return NotRecommended(technique, f"{what}: {gain:.2f}×, about the same", key)
 
 
+MIN_REPEATS = 3  # fewer cannot bound the noise: two repeats bracket the median half the time
+
+
 def judged(technique: str, what: str, interval: Interval, key: str) -> NotRecommended | None:
     """None when a measured effect is a win worth ranking; otherwise why it is not one.
 
-    A win needs its whole interval above "no change" and its median at least
-    MIN_GAIN; an interval holding 1.0 is inconclusive, one below it a loss.
+    A win needs at least MIN_REPEATS repeats and its whole interval at or above
+    MIN_GAIN: the effect is worth acting on with 95 % confidence, not only at its
+    median (a sweep's best point is the luckiest of several, so its median flatters
+    it). An interval below 1.0 is a loss; one above 1.0 but wholly under MIN_GAIN
+    is real but too small; anything else is inconclusive.
     """
-    if interval.verdict == INCONCLUSIVE:
+    if interval.repeats < MIN_REPEATS:
         why = (
-            f"{what}: {interval.text()}: the interval includes no change, so the effect "
-            "is inconclusive, not a win (full mode takes more repeats)"
+            f"{what}: {interval.ratio:.2f}× from {interval.repeats} repeat(s), too few to bound "
+            f"the noise ({MIN_REPEATS} or more are needed), so the effect is inconclusive"
         )
         return NotRecommended(technique, why, key, inconclusive=True)
     if interval.verdict == WORSE:
         return NotRecommended(technique, f"{what}: {interval.text()}: worse than without", key)
-    if interval.ratio < MIN_GAIN:
+    if interval.low >= MIN_GAIN:
+        return None
+    if interval.high < MIN_GAIN and interval.low > 1.0:
         return weak(technique, interval.ratio, what, key)
-    return None
+    why = (
+        f"{what}: {interval.text()}: the interval reaches below the {MIN_GAIN:.2f}× worth "
+        "acting on, so the effect is inconclusive, not a win (full mode takes more repeats)"
+    )
+    return NotRecommended(technique, why, key, inconclusive=True)
 
 
 def confidence(interval: Interval) -> str:

@@ -1,10 +1,17 @@
-"""How sure a measured effect is: a bootstrap interval on a ratio of medians.
+"""How sure a measured effect is: an interval on a ratio of medians.
 
 A technique's effect is a ratio of two measured medians (plain / speculative
 step time, cold / warm TTFT, reference / quantized step time). Each side keeps
-its repeats (`Samples.samples`); resampling both with replacement and taking
-the ratio of the medians each time gives the ratio's spread. The interval is
-the central `level` share of those ratios (percentile bootstrap).
+its repeats (`Samples.samples`), and the ratio's interval comes from them:
+- from BOOTSTRAP_MIN repeats on, a percentile bootstrap: both sides resampled
+  with replacement, the ratio of the medians taken each time, and the central
+  `level` share of those ratios kept;
+- below that, a bootstrap of three or five repeats is far too narrow (with
+  three, its 95 % interval is about the smallest to the largest repeat, which
+  holds the true median only 75 % of the time), so the interval is Student's t
+  on the logarithms instead: log(ratio) ± t(n−1) × the standard error of the
+  log ratio (from the pairs' differences when the repeats were interleaved,
+  else from both sides' spreads).
 
 An effect whose interval holds 1.0 ("no change") is *inconclusive*: it is
 never ranked as a win. With one repeat on a side the spread is unknown, and
@@ -18,6 +25,7 @@ result read twice, never changes its verdict). Pure Python, no torch.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import struct
 from collections.abc import Sequence
@@ -27,6 +35,9 @@ from profiling.results import percentile
 
 LEVEL = 0.95
 DRAWS = 2000
+BOOTSTRAP_MIN = 8
+# Student's t, two-sided 95 %, by degrees of freedom (1 … 7: below BOOTSTRAP_MIN repeats).
+T_95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365}
 BETTER, WORSE, INCONCLUSIVE = "better", "worse", "inconclusive"
 
 
@@ -96,9 +107,11 @@ def ratio_interval(
     repeats = min(len(numerator), len(denominator))
     if repeats < 2:
         return Interval(ratio, ratio, ratio, level, repeats)
+    together = paired and len(numerator) == len(denominator)
+    if repeats < BOOTSTRAP_MIN and level == LEVEL:
+        return _t_interval(numerator, denominator, ratio, together, level)
     rng = random.Random(_seed(numerator, denominator))
     ratios = []
-    together = paired and len(numerator) == len(denominator)
     for _ in range(draws):
         if together:
             picked = rng.choices(range(len(numerator)), k=len(numerator))
@@ -112,3 +125,25 @@ def ratio_interval(
     tail = (1 - level) / 2 * 100
     low, high = percentile(ratios, tail), percentile(ratios, 100 - tail)
     return Interval(ratio, min(low, ratio), max(high, ratio), level, repeats)
+
+
+def _variance(values: list[float]) -> float:
+    mean = sum(values) / len(values)
+    return sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def _t_interval(
+    numerator: Sequence[float],
+    denominator: Sequence[float],
+    ratio: float,
+    paired: bool,
+    level: float,
+) -> Interval:
+    top, bottom = [math.log(v) for v in numerator], [math.log(v) for v in denominator]
+    if paired:
+        error = math.sqrt(_variance([a - b for a, b in zip(top, bottom, strict=True)]) / len(top))
+    else:
+        error = math.sqrt(_variance(top) / len(top) + _variance(bottom) / len(bottom))
+    repeats = min(len(top), len(bottom))
+    half = T_95[repeats - 1] * error
+    return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half), level, repeats)

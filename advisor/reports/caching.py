@@ -20,6 +20,7 @@ from profiling.caching.results import (
     TurnPoint,
 )
 from profiling.results import Samples
+from profiling.stats import INCONCLUSIVE, ratio_interval
 from profiling.units import number_text, pct
 
 # Shown when the experiment ran without the user's prompts.
@@ -39,10 +40,16 @@ def _noisy(*samples: Samples) -> bool:
     return any(s.noisy for s in samples)
 
 
-def change(warm_to_cold: float | None) -> str:
-    """Warm against cold as "47.0 % less" (or "8.20 % more" when reuse cost time)."""
+def change(warm_to_cold: float | None, cold: Samples | None = None,
+           warm: Samples | None = None) -> str:  # fmt: skip
+    """Warm against cold as "47.0 % less" (or "8.20 % more" when reuse cost time), or
+    "within noise" when the interleaved repeats' interval holds "no change"."""
     if warm_to_cold is None:
         return ""
+    if cold is not None and warm is not None:
+        interval = ratio_interval(warm.samples, cold.samples, paired=True)
+        if interval is not None and interval.verdict == INCONCLUSIVE:
+            return "within noise"
     saving = 1.0 - warm_to_cold
     if abs(saving) < SAME_WITHIN:
         return "same"
@@ -60,7 +67,8 @@ def point_row(point: PrefixPoint) -> dict[str, Any]:
         "cold_s": median(cold),
         "warm_s": median(warm),
         "warm_to_cold": point.warm_to_cold,
-        "change": change(point.warm_to_cold),
+        "change": change(point.warm_to_cold, cold, warm),
+        "interval": _interval_text(cold, warm),
         "cache_bytes": point.prefix_cache_bytes,
         "outputs_match": point.outputs_match,
         "max_logit_text": number_text(point.max_abs_logit_diff),
@@ -79,11 +87,17 @@ def turn_row(turn: TurnPoint) -> dict[str, Any]:
         "cold_s": median(cold),
         "warm_s": median(warm),
         "warm_to_cold": turn.warm_to_cold,
-        "change": change(turn.warm_to_cold),
+        "change": change(turn.warm_to_cold, cold, warm),
+        "interval": _interval_text(cold, warm),
         "cache_bytes": turn.cache_bytes,
         "outputs_match": turn.outputs_match,
         "noisy": _noisy(cold, warm),
     }
+
+
+def _interval_text(cold: Samples, warm: Samples) -> str:
+    interval = ratio_interval(warm.samples, cold.samples, paired=True)
+    return f"warm / cold {interval.text()}" if interval is not None else ""
 
 
 def bucket_label(bucket: PrefixBucket) -> str:

@@ -47,9 +47,9 @@ from profiling.techniques import TECHNIQUES
 from profiling.units import size
 
 RANKING = (
-    "recommendations acting on the bottleneck first, then by expected gain: the factor by "
-    "which the figure they act on improves (TPOT, TTFT, or requests that fit; making the "
-    "workload fit counts as 10×)"
+    "recommendations acting on the bottleneck first; among those, measured ones before "
+    "estimated stand-ins; then by expected gain: the factor by which the figure they act on "
+    "improves (TPOT, TTFT, or requests that fit; making the workload fit counts as 10×)"
 )
 MISSING_HINTS = {
     "quantization": "run it to measure speed and quality on your model",
@@ -78,6 +78,7 @@ def advise(
             bucket = recommendations if isinstance(outcome, Recommendation) else refused
             bucket.append(outcome)  # type: ignore[arg-type]
     recommendations = rank(recommendations, bottleneck)
+    notes = [note] if (note := close_call(recommendations)) else []
     reason = why(bottleneck, facts, ran)
     agrees, note = agreement(facts, bottleneck, reason)
     return Advice(
@@ -94,6 +95,7 @@ def advise(
         experiments_missing=missing(facts, ran, recommendations, refused),
         quality_tolerance=tolerance,
         ranking=RANKING,
+        notes=notes,
     )
 
 
@@ -147,8 +149,29 @@ def _against(stated: str, facts: Facts) -> str:
 
 
 def rank(recommendations: list[Recommendation], bottleneck: str) -> list[Recommendation]:
-    """Those acting on the bottleneck first, then the larger expected gain."""
-    return sorted(recommendations, key=lambda r: (r.serves != bottleneck, -r.gain))
+    """Those acting on the bottleneck first; measured before estimated (an estimate has
+    no repeats and no quality check behind it); then the larger expected gain."""
+    return sorted(
+        recommendations, key=lambda r: (r.serves != bottleneck, r.basis != MEASURED, -r.gain)
+    )
+
+
+def close_call(recommendations: list[Recommendation]) -> str:
+    """A note when the first two measured recommendations' gains lie inside each other's
+    interval: the order between them is not something these repeats can tell."""
+    first, second = (recommendations + [None, None])[:2]
+    if first is None or second is None or first.serves != second.serves:
+        return ""
+    intervals = [(r.gain_low, r.gain_high) for r in (first, second)]
+    if any(low is None or high is None for low, high in intervals):
+        return ""
+    (low_1, _), (_, high_2) = intervals
+    if high_2 < low_1:
+        return ""
+    return (
+        f"{first.technique} ({first.gain:.2f}×) and {second.technique} ({second.gain:.2f}×) "
+        "are too close to call: their intervals overlap, so either may come first on a rerun"
+    )
 
 
 def missing(

@@ -35,7 +35,7 @@ class PrefixPoint:
     suffixes: int  # distinct prompt endings timed against the one cached prefix
     cold_ttft_seconds: Samples
     warm_ttft_seconds: Samples
-    warm_to_cold: float  # median over interleaved pairs of warm / cold seconds
+    warm_to_cold: float  # warm median / cold median (the pairs were interleaved)
     prefix_cache_bytes: int  # measured: the key/value tensors the cached prefix holds
     outputs_match: bool  # same greedy tokens, logits within tolerance
     tokens_match: bool

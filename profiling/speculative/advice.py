@@ -73,6 +73,19 @@ def _best(
     i, best = max(points, key=lambda ip: ip[1].speedup)
     key = f"speculative.sweeps[{i}]"
     at = f"at batch {batch} (measured batch nearest your concurrency {facts.workload.concurrency})"
+    # Judged on the point timed again, where the experiment did (results since it does).
+    again = next(
+        ((j, c) for j, c in enumerate(result.confirmations)
+         if (c.draft, c.k, c.batch_size) == (best.draft, best.k, best.batch_size)),
+        None,
+    )  # fmt: skip
+    if again is not None:
+        j, best = again
+        key = f"speculative.confirmations[{j}]"
+        at += ", timed again after the sweep chose it"
+        if not best.matches_baseline or not plausible(best):
+            why = f"{best.draft} K={best.k}: the second timing did not hold ({best.speedup:.2f}×)"
+            return [NotRecommended("speculative", why, key, inconclusive=True)]
     interval = speedup_interval(best)
     if interval is None:
         why = f"{best.draft} K={best.k}: no timing to judge {at}"

@@ -72,7 +72,7 @@ class SweepPoint:
     baseline_seconds: Samples  # the target's own greedy decode, same prompts and batch
     tokens_per_second: float
     baseline_tokens_per_second: float
-    speedup: float  # median over interleaved pairs of baseline seconds / speculative seconds
+    speedup: float  # baseline median / speculative median (the pairs were interleaved)
     # Phase costs over the passes after the first (which also prefills the prompt).
     draft_seconds_per_token: Samples | None = None
     verify_seconds_per_pass: Samples | None = None
@@ -124,6 +124,9 @@ class SpeculativeResult:
     sweeps: list[SweepPoint]
     best_k: list[BestK]  # one per (draft, batch size)
     verify_cost: list[VerifyCostPoint]
+    # Each batch size's best sweep point timed again with fresh repeats: the sweep
+    # chose it as the luckiest of several, so its speedup is judged on these.
+    confirmations: list[SweepPoint] = field(default_factory=list)
     trace: list[TraceStep] = field(default_factory=list)
     trace_draft: str = ""
     trace_k: int = 0

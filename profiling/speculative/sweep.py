@@ -157,7 +157,9 @@ def sweep_point(draft: str, k: int, batch_size: int, timed: Timed, baseline: Tim
         baseline_seconds=baseline.seconds,
         tokens_per_second=generated / timed.seconds.median,
         baseline_tokens_per_second=base_generated / baseline.seconds.median,
-        speedup=median_ratio(baseline.seconds, timed.seconds),
+        # The ratio of the medians behind the tok/s figures beside it (the pairs'
+        # interleaving is kept for the speedup's interval, `advice.speedup_interval`).
+        speedup=baseline.seconds.median / timed.seconds.median,
         draft_seconds_per_token=_samples(r.draft_seconds_per_token() for r in timed.runs),
         verify_seconds_per_pass=_samples(r.verify_seconds_per_pass() for r in timed.runs),
         matches_baseline=run.outputs == baseline.runs[-1].outputs,

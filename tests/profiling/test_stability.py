@@ -1,0 +1,71 @@
+"""Five runs of the same quick demo job (speculative decoding measured, the rest
+estimated) give the same first technique, or each says why it cannot tell."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling.advice.stability import answers, stability_rate
+from profiling.advice_results import (
+    ESTIMATED,
+    MEASURED,
+    Advice,
+    ExpectedEffect,
+    NotRecommended,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.config import ProfileConfig
+
+RUNS = 5
+
+
+@pytest.fixture(scope="module")
+def repeated_advice(one_torch_thread: None) -> list:
+    from profiling.runner import run_profile
+
+    config = ProfileConfig(
+        model="demo", device="cpu", quick=True, experiments=["speculative"], spec_ks=[1, 2]
+    )
+    return [run_profile(config).advice for _ in range(RUNS)]
+
+
+def test_repeated_runs_agree_on_the_first_technique_or_say_why_not(repeated_advice):
+    runs = answers(repeated_advice)
+    unstable = [r for r in runs if not r.stable]
+    assert not unstable, [(r.top, r.setting) for r in runs]
+    assert stability_rate(repeated_advice) == 1.0
+    for advice, run in zip(repeated_advice, runs, strict=True):
+        if not run.agrees:  # a run that differs names the reason in its own advice
+            reasons = [n.why for n in advice.not_recommended if n.inconclusive] + advice.notes
+            assert reasons
+
+
+def advice_with(measured_win: str = "", inconclusive: str = "") -> Advice:
+    recommendations = [
+        Recommendation(
+            "quantization", "int8", ExpectedEffect("", []), [], [], ESTIMATED, "generation", 1.2
+        )
+    ]
+    if measured_win:
+        recommendations.insert(
+            0,
+            Recommendation(
+                measured_win, "K=2", ExpectedEffect("", []), [], [], MEASURED, "generation", 1.5
+            ),
+        )
+    refused = [NotRecommended(inconclusive, "inside the noise", inconclusive=True)] * bool(
+        inconclusive
+    )
+    return Advice(MEASURED, "generation", "", "", [], "unsure", None, "", recommendations,
+                  refused, [], QualityTolerance(0.95, 0.05))  # fmt: skip
+
+
+def test_a_measured_win_the_other_runs_lack_is_unstable_unless_they_say_why():
+    quiet = [advice_with() for _ in range(4)]
+    assert stability_rate([*quiet, advice_with("speculative")]) == 0.8  # a lucky run
+    said = [advice_with(inconclusive="speculative") for _ in range(4)]
+    assert stability_rate([*said, advice_with("speculative")]) == 0.8  # most found none
+    found = [advice_with("speculative") for _ in range(4)]
+    assert stability_rate([*found, advice_with(inconclusive="speculative")]) == 1.0
+    assert stability_rate([*found, advice_with()]) == 0.8  # silent about the usual answer
