@@ -11,7 +11,7 @@ from typing import Any
 from advisor.reports.advice import TECHNIQUE_LABELS, agreement, figure, metric_label
 from profiling.advice_results import ESTIMATED, Advice, Change, Recommendation
 from profiling.profile import Profile
-from profiling.units import ms
+from profiling.units import ms, size, tok_s
 
 TOP = 3
 # The figure each kind of bottleneck is judged on, in order of preference.
@@ -91,3 +91,44 @@ def summary_context(profile: Profile) -> dict[str, Any] | None:
         "actions": [action(r) for r in advice.recommendations[:TOP]],
         "next": next_steps(advice, profile.config.quick),
     }
+
+
+def _fastest(points: list, label: str) -> str:
+    best = max(points, key=lambda p: p.tokens_per_second, default=None)
+    if best is None:
+        return "no points were measured"
+    return (
+        f"{len(points)} points; fastest {tok_s(best.tokens_per_second)} of {label} "
+        f"at batch {best.batch_size}"
+    )
+
+
+def section_findings(profile: Profile, context: dict[str, Any]) -> dict[str, str]:
+    """The one line each folded section opens with, in the report's units."""
+    verdict, memory, env = profile.verdict, profile.memory, profile.environment
+    advice = profile.advice
+    ran = profile.experiments
+    findings = {
+        "verdict": verdict.summary if verdict is not None else "no verdict",
+        "memory": (
+            (context.get("verdict") or {}).get("fit") or f"weights {size(memory.weights_bytes)}"
+        ),
+        "prefill": _fastest(profile.prefill, "prompt"),
+        "decode": _fastest(profile.decode, "output"),
+        "predictions": (context.get("predictions") or {}).get("trust", "none in this result"),
+        "what_if": "project this result to another GPU, GPU count, workload or dtype",
+        "environment": f"{env.device_name or env.device}, torch {env.torch or '?'}",
+        "warnings": f"{len(profile.warnings)} to read before trusting small differences",
+    }
+    if advice is not None:
+        inconclusive = sum(n.inconclusive for n in advice.not_recommended)
+        findings["advice"] = (
+            f"{len(advice.recommendations)} recommended, {len(advice.not_recommended)} "
+            f"considered and set aside ({inconclusive} inside the noise), "
+            f"{len(advice.experiments_missing)} not run; the deciding numbers"
+        )
+    for name in ("quantization", "speculative", "caching", "parallel"):
+        result = getattr(ran, name)
+        if result is not None:
+            findings[name] = getattr(result, "finding", "") or "ran"
+    return findings

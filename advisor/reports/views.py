@@ -81,6 +81,9 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         **technique_sections(profile),
     }
     context.update(_advice_sections(job, profile, context, query))
+    context["folds"] = summary.section_findings(profile, context)
+    # A what-if that was sent opens its section; every other section starts folded.
+    context["open_whatif"] = bool(query) and any(k.startswith("whatif-") for k in query)
     return context
 
 

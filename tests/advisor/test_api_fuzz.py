@@ -55,7 +55,9 @@ def test_every_answer_is_one_the_document_describes(mode, cpu_worker, redis_url)
             suppress_health_check=list(HealthCheck),
         )
         def answers_as_documented(case: schemathesis.Case) -> None:
-            statuses[case.call_and_validate(checks=CHECKS).status_code] += 1
+            # The site gzips what a client accepts; the WSGI client here does not unzip.
+            plain = {"Accept-Encoding": "identity"}
+            statuses[case.call_and_validate(headers=plain, checks=CHECKS).status_code] += 1
 
         answers_as_documented()
     print(

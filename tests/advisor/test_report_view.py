@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from django.utils.html import escape
 
+from profiling import units
 from profiling.parallel.results import MeasuredTP
 from tests.advisor.cachedata import (
     SKIPPED_REASON,
@@ -346,3 +347,25 @@ def test_a_real_cli_result_renders_both_sections(browser):
     assert escape(result["disaggregation"]["workers"]) in html
     for chart in ("chart-caching", "chart-caching-sample", "chart-interference"):
         assert f'<script id="{chart}" type="application/json">' in html
+
+
+def test_below_the_answer_each_section_is_folded_under_its_finding(browser, demo_result):
+    html = report_html(browser, demo_result)
+    assert html.index('id="summary"') < html.index('id="fold-verdict"')
+    folds = re.findall(r'<details class="fold" id="fold-([a-z-]+)"( open)?>', html)
+    names = [name for name, _ in folds]
+    assert names[:2] == ["verdict", "advice"] and "environment" in names and "what-if" in names
+    assert not any(opened for _, opened in folds)
+    decode = html.split('id="fold-decode"')[1].split("</summary>")[0]
+    fastest = max(p["tokens_per_second"] for p in demo_result["decode"])
+    assert f"fastest {units.tok_s(fastest)} of output" in decode
+    verdict = html.split('id="fold-verdict"')[1].split("</summary>")[0]
+    assert escape(demo_result["verdict"]["summary"]) in verdict
+
+
+def test_a_what_if_that_was_sent_opens_its_section(browser, demo_result):
+    job_html = report_html(browser, demo_result)
+    token = re.search(r"/jobs/([A-Za-z0-9_-]+)/result.json", job_html).group(1)
+    html = browser.get(f"/jobs/{token}/", {"whatif-gpu_count": "2"}).content.decode()
+    assert '<details class="fold" id="fold-what-if" open>' in html
+    assert '<details class="fold" id="fold-memory">' in html

@@ -27,6 +27,13 @@ CHROMIUM_ARGS = [
 ]  # fmt: skip
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot.png"
 JOB_TIMEOUT_MS = 120_000
+# What the page has fetched so far: its URLs and the bytes that crossed the wire.
+FIRST_VIEW = """() => {
+  const entries = [performance.getEntriesByType('navigation')[0],
+                   ...performance.getEntriesByType('resource')];
+  return {urls: entries.map(e => e.name),
+          bytes: entries.reduce((sum, e) => sum + (e.transferSize || 0), 0)};
+}"""
 BAR_VALUE = (
     "() => document.querySelector('[role=progressbar]')?.getAttribute('aria-valuenow') ?? null"
 )
@@ -69,6 +76,16 @@ def progress_values(page, until_selector: str, timeout_ms: int) -> list[int]:
     pytest.fail(f"no report after {timeout_ms} ms; progress seen: {values}")
 
 
+def drawn(page, chart: str) -> None:
+    """Open the section a chart is folded in, as a reader does, scroll the chart into view
+    (charts are drawn as they come near the screen) and wait for plotly's SVG."""
+    fold = page.locator(f"details.fold:has(#{chart}-plot)")
+    if fold.count() and fold.get_attribute("open") is None:
+        fold.locator("> summary").click()
+    page.locator(f"#{chart}-plot").scroll_into_view_if_needed()
+    page.wait_for_selector(f"#{chart}-plot svg.main-svg")
+
+
 def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir, chromium):
     wait_for_live_worker()
     context = chromium.new_context(viewport={"width": 1200, "height": 900})
@@ -94,18 +111,37 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
     values = progress_values(page, "#report", JOB_TIMEOUT_MS)
     assert len(values) >= 2 and values == sorted(values), f"the bar did not move: {values}"
 
-    # The report, with plotly's SVG drawn for each chart.
-    page.wait_for_selector("#chart-decode-plot svg.main-svg")
+    # The first view: the answer, without the charts' library; the summary says what
+    # the stored JSON says.
+    page.wait_for_load_state("networkidle")
+    first_view = page.evaluate(FIRST_VIEW)
+    assert not [r for r in first_view["urls"] if "plotly" in r], first_view["urls"]
+    assert first_view["bytes"] <= 1_500_000, first_view
+    result = page.request.get(share_url + "result.json").json()
+    advice = result["advice"]
+    assert page.inner_text("#summary-bottleneck") == advice["bottleneck_label"]
+    shown = page.locator("#summary-actions > li").count()
+    assert shown == min(3, len(advice["recommendations"]))
+    for i, rec in enumerate(advice["recommendations"][:3]):
+        assert rec["setting"] in page.locator("#summary-actions > li").nth(i).inner_text()
+
+    SCREENSHOT.parent.mkdir(exist_ok=True)  # the report as a reader first sees it
+    page.screenshot(
+        path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1200, "height": 2000}
+    )
+
+    # Below it, every section folded under its one-line finding; opened, plotly's SVG is
+    # drawn for each chart as it comes into view.
+    assert page.locator("details.fold[open]").count() == 0
+    assert page.locator("#fold-decode > summary").inner_text().startswith("Decode")
     for chart in ("memory", "prefill", "decode"):
-        assert page.locator(f"#chart-{chart}-plot svg.main-svg").count() >= 1
+        drawn(page, f"chart-{chart}")
+    page.click("#open-all")
+    assert page.locator("details.fold:not([open])").count() == 0
     assert "Speed up token generation" in page.inner_text("#verdict")
     assert " ms" in page.inner_text("#prefill table")
     assert "tok/s" in page.inner_text("#decode table")
     assert not errors, errors
-    SCREENSHOT.parent.mkdir(exist_ok=True)
-    page.screenshot(
-        path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1200, "height": 2000}
-    )
 
     page.click("#copy-link")
     page.wait_for_selector("[data-copy-done]:has-text('Copied')")
@@ -114,8 +150,9 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
     stranger = chromium.new_context()
     try:
         shared = stranger.new_page()
-        shared.goto(share_url)
-        shared.wait_for_selector("#chart-memory-plot svg.main-svg")
+        shared.goto(share_url + "#memory")  # a link to a folded section opens it
+        shared.wait_for_selector("#fold-memory[open]")
+        drawn(shared, "chart-memory")
         assert shared.locator("#report").is_visible()
         assert shared.locator("#cancel-job").count() == 0
         assert "(read-only)" in shared.inner_text(".share")
@@ -167,10 +204,13 @@ def test_advice_what_if_and_compare_two_reports(live_server, worker, demo_model_
         first = submit_demo_in(page, live_server.url, "256")
         second = submit_demo_in(page, live_server.url, "512")
 
-        # The advice and the predictions chart, drawn.
+        # The summary, then the advice and the predictions chart, opened and drawn.
+        assert page.locator("#summary").is_visible()
+        page.click("#fold-advice > summary")
         assert page.locator("#advice").is_visible()
-        page.wait_for_selector("#chart-predictions-plot svg.main-svg")
+        drawn(page, "chart-predictions")
         # What if: twice the GPUs, projected on the same page, nothing submitted.
+        page.click("#fold-what-if > summary")
         page.fill("#what-if input[name=whatif-gpu_count]", "2")
         page.click("#what-if button[type=submit]")
         page.wait_for_selector("#what-if-panel")
@@ -184,7 +224,7 @@ def test_advice_what_if_and_compare_two_reports(live_server, worker, demo_model_
         shared.fill("#compare-with-b", first)
         shared.click("#compare-with button[type=submit]")
         shared.wait_for_selector("#compare-table")
-        shared.wait_for_selector("#chart-compare-decode-plot svg.main-svg")
+        drawn(shared, "chart-compare-decode")
         table = shared.inner_text("#compare-table")
         assert "512" in table and "256" in table
         stranger.close()
