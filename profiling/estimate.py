@@ -35,6 +35,11 @@ from profiling.shapes import Shapes
 # replaced by the measured share as soon as a profile of this GPU exists).
 ASSUMED_COMPUTE_EFFICIENCY = 0.5
 ASSUMED_BANDWIDTH_EFFICIENCY = 0.75
+# No pass is free: a serving engine's step pays scheduling and sampling, and each
+# layer's kernels a launch, however small the work (an assumption for a GPU no
+# worker measured; a calibration floors at the fastest pass measured instead).
+ASSUMED_PASS_SECONDS = 0.3e-3
+ASSUMED_LAYER_SECONDS = 10e-6
 
 
 class Measured(Protocol):
@@ -61,6 +66,9 @@ class PhaseRate:
     bytes_per_second: float | None = None
     overhead_seconds: float = 0.0
     points: int = 0  # measured points the fit used (0: assumed)
+    # No pass is projected faster than this: the fastest pass measured (calibrated),
+    # or the assumed per-pass cost (datasheet).
+    floor_seconds: float = 0.0
 
     def seconds(self, flops: float, bytes_: float) -> float:
         total = self.overhead_seconds
@@ -68,7 +76,7 @@ class PhaseRate:
             total += flops / self.flops_per_second
         if self.bytes_per_second:
             total += bytes_ / self.bytes_per_second
-        return total
+        return max(total, self.floor_seconds)
 
 
 @dataclass
@@ -89,21 +97,28 @@ class Calibration:
         return serde.from_dict(cls, data)
 
 
-def assumed(gpu: GPU, dtype: str) -> Calibration:
-    """Datasheet peaks times the assumed efficiencies: an estimate, no measurement."""
+def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
+    """Datasheet peaks times the assumed efficiencies, plus an assumed per-pass cost for
+    a model of `layers` layers: an estimate, no measurement."""
     peak = gpu.peak_flops(dtype) or gpu.bf16_flops_per_second
     if not peak:
         raise ValueError(f"the catalog has no compute peak for {gpu.key}")
+    per_pass = ASSUMED_PASS_SECONDS + layers * ASSUMED_LAYER_SECONDS
     return Calibration(
         basis=ESTIMATED,
         device=gpu.key,
-        prefill=PhaseRate(flops_per_second=peak * ASSUMED_COMPUTE_EFFICIENCY),
+        prefill=PhaseRate(
+            flops_per_second=peak * ASSUMED_COMPUTE_EFFICIENCY, overhead_seconds=per_pass
+        ),
         decode=PhaseRate(
-            bytes_per_second=gpu.memory_bandwidth_bytes_per_second * ASSUMED_BANDWIDTH_EFFICIENCY
+            bytes_per_second=gpu.memory_bandwidth_bytes_per_second * ASSUMED_BANDWIDTH_EFFICIENCY,
+            overhead_seconds=per_pass,
         ),
         note=(
             f"{gpu.label} datasheet peaks × {ASSUMED_COMPUTE_EFFICIENCY:.0%} compute and "
-            f"{ASSUMED_BANDWIDTH_EFFICIENCY:.0%} bandwidth efficiency (assumed, not measured)"
+            f"{ASSUMED_BANDWIDTH_EFFICIENCY:.0%} bandwidth efficiency, plus "
+            f"{per_pass * 1e3:.2f} ms per pass for scheduling, sampling and kernel launches "
+            "(assumed, not measured)"
         ),
     )
 
@@ -138,9 +153,11 @@ def fit_rates(points: list[Point]) -> PhaseRate:
             error = _squared_error(points, coefficients)
             if best is None or error < best[0] * (1 - 1e-9):
                 best = (error, coefficients)
+    floor = min(p[2] for p in points)
     if best is None:  # nothing non-negative: the throughput of all the points together
-        return PhaseRate(bytes_per_second=sum(p[1] for p in points) / sum(p[2] for p in points))
-    return _phase_rate(best[1], len(points))
+        rate = sum(p[1] for p in points) / sum(p[2] for p in points)
+        return PhaseRate(bytes_per_second=rate, floor_seconds=floor)
+    return _phase_rate(best[1], len(points), floor)
 
 
 def _subsets(size: int) -> list[tuple[str, ...]]:
@@ -185,11 +202,11 @@ def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
 
 
 def _squared_error(points: list[Point], coefficients: dict[str, float]) -> float:
-    rate = _phase_rate(coefficients, len(points))
+    rate = _phase_rate(coefficients, len(points), 0.0)  # the fit itself, unfloored
     return sum((rate.seconds(f, b) - s) ** 2 for f, b, s in points)
 
 
-def _phase_rate(coefficients: dict[str, float], points: int) -> PhaseRate:
+def _phase_rate(coefficients: dict[str, float], points: int, floor: float) -> PhaseRate:
     def rate(term: str) -> float | None:
         value = coefficients.get(term, 0.0)
         return 1 / value if value > 0 else None
@@ -199,6 +216,7 @@ def _phase_rate(coefficients: dict[str, float], points: int) -> PhaseRate:
         bytes_per_second=rate("bytes"),
         overhead_seconds=coefficients.get("overhead", 0.0),
         points=points,
+        floor_seconds=floor,
     )
 
 
@@ -249,12 +267,18 @@ def calibrate(shapes: Shapes, profile: Measured, device: str = "") -> Calibratio
     """Rates fitted to every measured prefill and decode point of a profile."""
     (_, _, prefill), (_, _, decode) = _phases(shapes, profile)
     where = device or profile.environment.device_name or "the worker"
+    prefill_rate, decode_rate = fit_rates(prefill), fit_rates(decode)
     return Calibration(
         basis=CALIBRATED,
         device=where,
-        prefill=fit_rates(prefill),
-        decode=fit_rates(decode),
-        note=f"fitted to {len(prefill)} prefill and {len(decode)} decode points on {where}",
+        prefill=prefill_rate,
+        decode=decode_rate,
+        note=(
+            f"fitted to {len(prefill)} prefill and {len(decode)} decode points on {where}; "
+            f"no pass projected faster than the fastest measured there (prefill "
+            f"{prefill_rate.floor_seconds * 1e3:.3g} ms, decode step "
+            f"{decode_rate.floor_seconds * 1e3:.3g} ms)"
+        ),
     )
 
 

@@ -129,7 +129,7 @@ def rates_for(
     if on_worker:
         return calibrate(shapes, profile, profile.environment.device_name)
     assert gpu is not None
-    return assumed(gpu, dtype)
+    return assumed(gpu, dtype, shapes.num_layers)
 
 
 def run(profile: Profile, s: Scenario) -> Outcome:

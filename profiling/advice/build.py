@@ -287,7 +287,7 @@ def _workload_projection(
     gpu = _target_gpu(config.hardware.gpu_kind, profile.environment.gpu_kind)
     if gpu is not None:
         target_dtype = dtype if dtype in ("bfloat16", "float16") else "bfloat16"
-        rates = assumed(gpu, target_dtype)
+        rates = assumed(gpu, target_dtype, shapes.num_layers)
         count = config.hardware.gpu_count
         target = _project(shapes, rates, target_dtype, workload, gpu, count)
         out += projection_points(target, workload, f"{count}× {gpu.key}", ESTIMATED, None,
@@ -350,7 +350,7 @@ def estimate_report(
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
 ) -> tuple[Advice, list[PredictionPoint]]:
     """Advice and projected figures from shapes and the datasheet alone (no measurement)."""
-    rates = assumed(gpu, dtype)
+    rates = assumed(gpu, dtype, shapes.num_layers)
     projection = _project(shapes, rates, dtype, workload, gpu, gpu_count)
     facts = Facts.from_projection(projection, shapes, rates, workload, gpu, stated_bottleneck)
     where = f"{gpu_count}× {gpu.key}"

@@ -9,6 +9,8 @@ import pytest
 from profiling import hardware
 from profiling.config import ProfileConfig, Workload
 from profiling.estimate import (
+    ASSUMED_LAYER_SECONDS,
+    ASSUMED_PASS_SECONDS,
     CALIBRATED,
     ESTIMATED,
     Calibration,
@@ -109,9 +111,31 @@ def test_projection_of_llama_8b_on_h100_is_memory_bound_decode_and_splits_over_g
     assert 0.005 < one.tpot_seconds < 0.02
     assert one.fits and one.prefill_share < 0.5
     two = project(shapes, rates, "bfloat16", 2048, 256, 16, h100, 2)
-    assert two.tpot_seconds == pytest.approx(one.tpot_seconds / 2)
+    per_pass = rates.decode.overhead_seconds  # not split: each device pays it every step
+    assert two.tpot_seconds == pytest.approx(per_pass + (one.tpot_seconds - per_pass) / 2)
     crowded = project(shapes, rates, "bfloat16", 32_768, 1024, 512, h100, 1)
     assert crowded.fits is False
+
+
+def test_no_projection_is_faster_than_a_pass_can_be() -> None:
+    # A 2-layer demo model on an H100: the roofline alone says microseconds per pass.
+    from profiling.demo import ensure_demo
+
+    shapes = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
+    h100 = hardware.lookup("H100")
+    rates = assumed(h100, "bfloat16", shapes.num_layers)
+    tiny = project(shapes, rates, "bfloat16", 16, 8, 1, h100, 1)
+    floor = ASSUMED_PASS_SECONDS + shapes.num_layers * ASSUMED_LAYER_SECONDS
+    assert tiny.ttft_seconds >= floor and tiny.tpot_seconds >= floor
+    assert tiny.decode_tokens_per_second <= 1 / floor
+    assert f"{floor * 1e3:.2f} ms per pass" in rates.note
+
+
+def test_a_calibration_never_projects_below_the_fastest_measured_pass() -> None:
+    rate = fit_rates([(1e9, 1e6, 0.010), (2e9, 2e6, 0.020), (4e9, 4e6, 0.040)])
+    assert rate.floor_seconds == pytest.approx(0.010)
+    assert rate.seconds(1e3, 1e3) == pytest.approx(0.010)  # far less work than measured
+    assert rate.seconds(8e9, 8e6) == pytest.approx(0.080, rel=1e-6)
 
 
 def test_calibration_round_trips_through_its_dict() -> None:
