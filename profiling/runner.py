@@ -2,8 +2,8 @@
 
 config → pick device → load → weights and KV bytes → baseline sweeps →
 fit check → verdict → optional experiments → Profile. Progress fractions
-are of the whole run: loading takes the first quarter, the sweeps most of
-the rest.
+are of the whole run, each phase's share in proportion to its planned work
+(`plan_spans`), so the bar moves at about the same speed through every phase.
 """
 
 from __future__ import annotations
@@ -17,11 +17,29 @@ from profiling.experiments import Experiment, ExperimentContext
 from profiling.profile import Profile
 from profiling.progress import Progress, no_progress, span
 from profiling.results import FitCheck, MemoryResult
+from profiling.techniques import BY_NAME
 from profiling.techniques import experiment as get_experiment
 from profiling.timing import Clock
 from profiling.units import size
 
-LOAD_END, MEASURE_END, BASELINE_END, EXPERIMENTS_END = 0.25, 0.30, 0.92, 0.99
+# Planned work in seconds of a quick demo run on two CPU cores (see Technique.work);
+# only the ratios matter. The last 1 % is the advice and the result's assembly.
+LOAD_WORK, MEMORY_WORK, BASELINE_WORK = 2.0, 0.5, 2.0
+EXPERIMENTS_END = 0.99
+
+
+def plan_spans(experiments: list[str]) -> dict[str, tuple[float, float]]:
+    """Each phase's share of the bar, in proportion to its planned work: "load",
+    "memory", "baseline" and every experiment by name, in the order they run."""
+    parts = [("load", LOAD_WORK), ("memory", MEMORY_WORK), ("baseline", BASELINE_WORK)]
+    parts += [(name, BY_NAME[name].work) for name in experiments]
+    total = sum(work for _, work in parts)
+    spans, start = {}, 0.0
+    for name, work in parts:
+        end = start + EXPERIMENTS_END * work / total
+        spans[name] = (start, end)
+        start = end
+    return spans
 
 
 def run_profile(
@@ -77,9 +95,10 @@ def _run(
     dtype = loading.pick_dtype(config.dtype, device)
     clock = clock or timing.clock_for(device)
     torch.manual_seed(config.seed)
-    loaded = loading.load(config, device, dtype, span(progress, 0.0, LOAD_END))
+    spans = plan_spans(list(experiments))
+    loaded = loading.load(config, device, dtype, span(progress, *spans["load"]))
 
-    progress("memory", LOAD_END, "counting weight bytes and measuring the KV cache")
+    progress("memory", spans["memory"][0], "counting weight bytes and measuring the KV cache")
     weights, by_dtype = memory.weights_bytes(loaded.model)
     dtype_bytes = getattr(torch, dtype).itemsize
     kv_computed = memory.kv_bytes_per_token_computed(loaded.model.config, dtype_bytes)
@@ -99,8 +118,7 @@ def _run(
     plan = baseline_plan.make_plan(
         config.workload, config.quick, loaded.info.max_position_embeddings
     )
-    end = BASELINE_END if experiments else EXPERIMENTS_END
-    base = baseline.run_baseline(subject, plan, clock, span(progress, MEASURE_END, end))
+    base = baseline.run_baseline(subject, plan, clock, span(progress, *spans["baseline"]))
 
     fit_gpu = target_gpu or local_gpu
     fit = (
@@ -120,7 +138,7 @@ def _run(
     )
     if busy and device == "cpu":
         profile.warnings.append(busy)
-    _run_experiments(profile, experiments, loaded, device, dtype, clock, progress)
+    _run_experiments(profile, experiments, loaded, device, dtype, clock, progress, spans)
     # The prompt sample (up to 16 MiB) has been analysed; the result keeps its
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
     profile.config = config.replace(prompt_sample=[])
@@ -202,17 +220,16 @@ def _run_experiments(
     dtype: str,
     clock: Clock,
     progress: Progress,
+    spans: dict[str, tuple[float, float]],
 ) -> None:
-    step = (EXPERIMENTS_END - BASELINE_END) / max(1, len(experiments))
-    for i, (name, experiment) in enumerate(experiments.items()):
-        start = BASELINE_END + i * step
+    for name, experiment in experiments.items():
         context = ExperimentContext(
             profile.config,
             loaded,
             device,
             dtype,
             clock,
-            span(progress, start, start + step),
+            span(progress, *spans[name]),
             profile,
         )
         setattr(profile.experiments, name, experiment(context))

@@ -40,6 +40,10 @@ class Technique:
     label: str
     run: Run | None
     advise: Rule
+    # Planned work, for the progress bar: seconds a quick demo run spends on it on two
+    # CPU cores, against LOAD_WORK and BASELINE_WORK (profiling.runner); only the
+    # ratios matter. Measured with a quick demo profile running every experiment.
+    work: float = 0.0
 
 
 def _run_speculative(context: Any) -> Any:
@@ -59,11 +63,13 @@ def _run_parallel(context: Any) -> Any:
 
 TECHNIQUES: tuple[Technique, ...] = (
     Technique("quantization", "Quantization", quantization.run_for_context,
-              quantization_advice.quantization),
+              quantization_advice.quantization, work=2.0),
     Technique("speculative", "Speculative decoding", _run_speculative,
-              speculative_advice.speculative),
-    Technique("caching", "Prefix caching", caching.run_for_context, caching_advice.caching),
-    Technique("parallel", "Parallelism across devices", _run_parallel, parallel_advice.parallel),
+              speculative_advice.speculative, work=11.0),
+    Technique("caching", "Prefix caching", caching.run_for_context, caching_advice.caching,
+              work=2.0),
+    Technique("parallel", "Parallelism across devices", _run_parallel, parallel_advice.parallel,
+              work=0.5),
     Technique("disaggregation", "Prefill/decode disaggregation", None,
               parallel_advice.disaggregation),
 )  # fmt: skip

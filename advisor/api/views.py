@@ -116,7 +116,7 @@ def jobs(request: HttpRequest) -> HttpResponse:
         response["Retry-After"] = str(limited.retry_after_s)
         return response
     try:
-        job = submission.submit(form)
+        job = submission.submit(form, Job.Origin.API)
     except dispatch.QueueUnavailable as exc:
         return error(503, f"{QUEUE_DOWN} ({exc}). Try again in a moment.")
     response = JsonResponse(job_json(request, job), status=201)

@@ -143,6 +143,11 @@ class Job(models.Model):
         LOCAL = "local", "Local directory on the worker"
         CONFIG = "config", "Config only (random weights)"
 
+    class Origin(models.TextChoices):
+        FORM = "form", "the new-job form"
+        API = "api", "the JSON API"
+        CLI = "cli", "the command line (submit_job)"
+
     class Bottleneck(models.TextChoices):
         MEMORY = "memory", "Save model memory"
         PROMPT = "prompt", "Reuse prompt work"
@@ -154,6 +159,10 @@ class Job(models.Model):
         max_length=32, unique=True, default=new_share_token, editable=False
     )
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    # Where the request came from; Recent jobs lists scripts' jobs beside a browser's own.
+    origin = models.CharField(
+        max_length=8, choices=Origin.choices, default=Origin.FORM, db_index=True
+    )
 
     # What to profile.
     model_source = models.CharField(

@@ -18,7 +18,7 @@ from advisor.jobs.models import Job
 ROW_CACHE_S = 24 * 3600
 # What a row shows and is keyed by: a list of 30 loads nothing else.
 ROW_FIELDS = (
-    "share_token", "created_at", "model_name", "notes", "gpu_kind", "options",
+    "share_token", "created_at", "origin", "model_name", "notes", "gpu_kind", "options",
     "state", "finished_at",
 )  # fmt: skip
 

@@ -81,13 +81,14 @@ def check(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
     return (form if not errors else None), errors
 
 
-def submit(form: JobForm) -> Job:
+def submit(form: JobForm, origin: str = Job.Origin.FORM) -> Job:
     """Save the validated form's job QUEUED and publish it; raises QueueUnavailable.
 
     As the new-job view does: the message goes out when the block commits, and
     a broker that is down leaves no row behind.
     """
     job = form.save(commit=False)
+    job.origin = origin
     with transaction.atomic():
         dispatch.submit(job)
         form.save_m2m()

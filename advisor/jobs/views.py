@@ -12,6 +12,7 @@ import re
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.utils.text import slugify
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -21,7 +22,7 @@ from advisor.jobs import dispatch, reaper
 from advisor.jobs.access import access_form, grant
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
-from advisor.jobs.ownership import owned_jobs, owns, remember
+from advisor.jobs.ownership import owned_jobs, owns, remember, sees_scripts_jobs
 from advisor.jobs.rows import ROW_FIELDS, job_rows
 
 SHARE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -75,7 +76,10 @@ def new_job(request: HttpRequest) -> HttpResponse:
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
     reaper.reap_if_due()
-    return render(request, "jobs/list.html", {"rows": job_rows(owned_jobs(request, ROW_FIELDS))})
+    rows = job_rows(owned_jobs(request, ROW_FIELDS))
+    return render(
+        request, "jobs/list.html", {"rows": rows, "scripts_visible": sees_scripts_jobs(request)}
+    )
 
 
 @never_cache
@@ -85,16 +89,35 @@ def job_status(request: HttpRequest, token: str) -> HttpResponse:
     job = _job(token)
     if job is None:
         return JsonResponse({"error": "no such job"}, status=404)
+    progress = max(0.0, min(1.0, job.progress))
+    elapsed, left = time_left(job, progress)
     return JsonResponse(
         {
             "state": job.state,
             "state_label": job.get_state_display(),
-            "progress": max(0.0, min(1.0, job.progress)),
+            "progress": progress,
             "phase": job.phase,
             "message": job.message,
             "final": job.is_final,
+            "elapsed_seconds": elapsed,
+            "eta_seconds": left,
         }
     )
+
+
+# An ETA needs a little of the run behind it: before this much, it is a guess.
+ETA_AFTER_PROGRESS, ETA_AFTER_SECONDS = 0.05, 3.0
+
+
+def time_left(job: Job, progress: float) -> tuple[float | None, float | None]:
+    """(seconds since the attempt started, seconds left at the pace so far) of a running
+    job; the bar's fractions are shares of planned work, so its pace holds across phases."""
+    if job.state != Job.State.RUNNING or job.started_at is None:
+        return None, None
+    elapsed = max(0.0, (timezone.now() - job.started_at).total_seconds())
+    if progress < ETA_AFTER_PROGRESS or elapsed < ETA_AFTER_SECONDS:
+        return elapsed, None
+    return elapsed, elapsed * (1 - progress) / progress
 
 
 @require_POST

@@ -9,6 +9,12 @@
   const phase = box.querySelector("[data-phase]");
   const state = box.querySelector("[data-state]");
   const percentText = box.querySelector("[data-percent]");
+  const etaText = box.querySelector("[data-eta]");
+
+  function duration(seconds) {
+    if (seconds < 90) return Math.max(1, Math.round(seconds)) + " s";
+    return Math.round(seconds / 60) + " min";
+  }
 
   function show(status) {
     const percent = Math.round(status.progress * 100);
@@ -17,6 +23,10 @@
     state.textContent = status.state_label;
     percentText.textContent = percent + " %";
     phase.textContent = [status.phase, status.message].filter(Boolean).join(" — ") || "waiting for a worker";
+    if (etaText) {
+      etaText.textContent = status.eta_seconds == null ? "" :
+        "about " + duration(status.eta_seconds) + " left (" + duration(status.elapsed_seconds) + " so far)";
+    }
   }
 
   async function tick() {

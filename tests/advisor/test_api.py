@@ -82,6 +82,7 @@ def test_experiments_and_lists_are_taken_as_json(client, cpu_worker):
     assert post(client, body).status_code == 201
     job = Job.objects.get()
     assert (job.precisions, job.quant_keep, job.spec_ks) == (["fp32", "int8"], ["lm_head"], [2, 4])
+    assert job.origin == Job.Origin.API  # listed under Recent jobs as the API's
     assert (job.run_quantization, job.run_speculative, job.run_parallel) == (True, True, True)
     assert (job.quick, job.prompt_lookup, job.tp_measure, job.ttft_ms) == (False, False, 2, 250.5)
 

@@ -29,6 +29,29 @@ def test_recent_jobs_lists_only_this_sessions_jobs(browser):
     assert mine.share_token in html and theirs.share_token not in html
 
 
+def test_jobs_scripts_submitted_are_listed_with_where_they_came_from(browser, settings):
+    settings.ADVISOR_API_TOKEN = ""
+    api = make_job(model_name="demo", origin=Job.Origin.API)
+    cli = make_job(model_name="demo-draft", origin=Job.Origin.CLI)
+    someone_elses = make_job(model_name="demo")  # a browser's job, not this one's
+    html = browser.get(reverse("jobs:list")).content.decode()
+    assert api.share_token in html and cli.share_token in html
+    assert someone_elses.share_token not in html
+    assert "from the JSON API" in html and "from the command line (submit_job)" in html
+
+
+def test_with_an_access_token_scripts_jobs_need_it_given(browser, settings):
+    from advisor.jobs.access import SESSION_KEY as GRANTED
+
+    settings.ADVISOR_API_TOKEN = "t" * 40
+    api = make_job(model_name="demo", origin=Job.Origin.API)
+    assert api.share_token not in browser.get(reverse("jobs:list")).content.decode()
+    session = browser.session
+    session[GRANTED] = True  # what the form stores once the token is given
+    session.save()
+    assert api.share_token in browser.get(reverse("jobs:list")).content.decode()
+
+
 def own_all(client, *jobs) -> None:
     session = client.session
     session[SESSION_KEY] = [job.share_token for job in jobs]

@@ -62,9 +62,30 @@ def test_status_is_small_json(browser):
     assert response.json() == {
         "state": "running", "state_label": "Running", "progress": 0.25,
         "phase": "prefill", "message": "batch 1", "final": False,
+        "elapsed_seconds": None, "eta_seconds": None,  # no attempt start recorded
     }  # fmt: skip
     assert "no-cache" in response["Cache-Control"]
     assert browser.get("/jobs/nope/status").status_code == 404
+
+
+def test_a_running_jobs_status_says_how_long_is_left_at_its_pace(browser):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    started = timezone.now() - timedelta(seconds=20)
+    job = make_job(state=Job.State.RUNNING, progress=0.25, started_at=started)
+    status = browser.get(reverse("jobs:status", args=[job.share_token])).json()
+    assert status["elapsed_seconds"] == pytest.approx(20, abs=2)
+    assert status["eta_seconds"] == pytest.approx(60, abs=6)  # 25 % in 20 s: 75 % in 60 s
+    early = make_job(state=Job.State.RUNNING, progress=0.02, started_at=started)
+    assert (
+        browser.get(reverse("jobs:status", args=[early.share_token])).json()["eta_seconds"] is None
+    )
+    done = make_job(state=Job.State.SUCCEEDED, progress=1.0, started_at=started)
+    assert (
+        browser.get(reverse("jobs:status", args=[done.share_token])).json()["eta_seconds"] is None
+    )
 
 
 def test_the_owner_can_cancel_with_csrf(browser):

@@ -95,7 +95,8 @@ def test_no_wait_submits_with_the_flags_and_prints_the_link(cpu_worker, redis_ur
 def test_a_finished_job_prints_the_bar_link_and_summary(cpu_worker, monkeypatch):
     result = cli_result()
 
-    def finish_at_once(form):  # stands in for a worker that is done before the first poll
+    def finish_at_once(form, origin):  # a worker that is done before the first poll
+        assert origin == Job.Origin.CLI
         job = form.save()
         Job.objects.filter(pk=job.pk).update(
             state=Job.State.SUCCEEDED, progress=1.0, phase="done", result=result

@@ -119,3 +119,20 @@ def test_running_out_of_memory_becomes_out_of_memory(
     monkeypatch.setattr(memory, "kv_bytes_per_token_measured", no_memory)
     with pytest.raises(OutOfMemory):
         run_profile(quick_config(str(model_dir)))
+
+
+def test_the_bar_gives_each_phase_a_share_in_proportion_to_its_planned_work():
+    from profiling.runner import EXPERIMENTS_END, plan_spans
+    from profiling.techniques import BY_NAME
+
+    spans = plan_spans(["quantization", "speculative"])
+    assert list(spans) == ["load", "memory", "baseline", "quantization", "speculative"]
+    ends = [end for _, end in spans.values()]
+    starts = [start for start, _ in spans.values()]
+    assert starts[0] == 0.0 and ends[-1] == pytest.approx(EXPERIMENTS_END)
+    assert starts[1:] == pytest.approx(ends[:-1])  # contiguous: the bar never jumps
+    width = {name: end - start for name, (start, end) in spans.items()}
+    ratio = BY_NAME["speculative"].work / BY_NAME["quantization"].work
+    assert width["speculative"] / width["quantization"] == pytest.approx(ratio)
+    # With experiments to come, the baseline no longer takes the bar to 92 %.
+    assert spans["baseline"][1] < 0.5

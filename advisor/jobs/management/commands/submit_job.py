@@ -101,7 +101,7 @@ class Command(BaseCommand):
                  for m in ms]
             )  # fmt: skip
         try:
-            job = submission.submit(form)
+            job = submission.submit(form, Job.Origin.CLI)
         except dispatch.QueueUnavailable as exc:
             raise CommandError(f"not submitted: {exc}", returncode=EXIT_FAILED) from exc
         link = reverse("jobs:detail", args=[job.share_token])
