@@ -25,6 +25,7 @@ from advisor.reports.experiment_charts import (
     quantization_chart,
     speculative_chart,
 )
+from advisor.reports.insight_charts import insight_charts
 from profiling.advice_results import PredictionPoint
 from profiling.profile import Profile
 from profiling.results import DecodePoint, PrefillPoint
@@ -209,6 +210,7 @@ def all_charts(profile: Profile) -> dict[str, Figure]:
     predicted = predictions_chart(profile.predictions or [])
     if predicted is not None:
         figures["predictions"] = predicted
+    figures.update(insight_charts(profile))
     if ran.parallel is not None:
         split = ran.parallel.disaggregation or ran.disaggregation
         if split is not None:

@@ -12,6 +12,7 @@ from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleRe
 from profiling.parallel.results import DisaggregationResult
 from profiling.quantization.results import MEASURED, QuantizationResult, QuantVariant
 from profiling.results import Samples
+from profiling.speculative.advice import speedup_interval
 from profiling.speculative.results import SpeculativeResult, SweepPoint
 from profiling.units import pct, significant, tok_s
 
@@ -35,9 +36,15 @@ def speculative_chart(speculative: SpeculativeResult) -> Figure:
             "line": {"color": colour}, "legendgroup": name,
             "hovertemplate": f"{name}, K=%{{x}}: %{{y:.0%}} accepted<extra></extra>",
         })  # fmt: skip
+        intervals = [speedup_interval(s) for s in sweeps]
         data.append({
             "type": "scatter", "mode": "lines+markers", "name": f"{name}: speedup",
             "x": ks, "y": [s.speedup for s in sweeps], "yaxis": "y2",
+            "error_y": {"type": "data", "symmetric": False,  # the 95 % interval
+                        "array": [iv.high - s.speedup if iv else 0
+                                  for iv, s in zip(intervals, sweeps, strict=True)],
+                        "arrayminus": [s.speedup - iv.low if iv else 0
+                                       for iv, s in zip(intervals, sweeps, strict=True)]},
             "line": {"color": colour, "dash": "dash"}, "marker": {"symbol": "diamond"},
             "legendgroup": name,
             "hovertemplate": f"{name}, K=%{{x}}: %{{y:.2f}}×<extra></extra>",

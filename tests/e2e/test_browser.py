@@ -134,7 +134,7 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
     # drawn for each chart as it comes into view.
     assert page.locator("details.fold[open]").count() == 0
     assert page.locator("#fold-decode > summary").inner_text().startswith("Decode")
-    for chart in ("memory", "prefill", "decode"):
+    for chart in ("memory", "prefill", "decode", "latency", "roofline"):
         drawn(page, f"chart-{chart}")
     page.click("#open-all")
     assert page.locator("details.fold:not([open])").count() == 0
