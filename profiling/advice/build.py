@@ -143,9 +143,17 @@ def _against(stated: str, facts: Facts) -> str:
             return "no deployment GPU was named, so capacity could not be judged"
         where = f"{fit.gpu_count}× {fit.gpu_kind}"
         return f"weights + KV cache fit on {where} with {size(fit.headroom_bytes)} to spare"
-    if stated == "prompt":
-        return f"prefill is only {facts.prefill_share:.0%} of a request's time"
-    return f"decode is only {facts.decode_share:.0%} of a request's time"
+    # "Only" where the stated phase is the smaller one; where it is the larger, the
+    # sentence says so, and the measured bottleneck comes first for the reason given.
+    phase, share = (
+        ("prefill", facts.prefill_share) if stated == "prompt" else ("decode", facts.decode_share)
+    )
+    if share < 0.5:
+        return f"{phase} is only {share:.0%} of a request's time"
+    return (
+        f"{phase} is {share:.0%} of a request's time, but the figures above make "
+        "the measured bottleneck the one to act on first"
+    )
 
 
 def rank(recommendations: list[Recommendation], bottleneck: str) -> list[Recommendation]:
