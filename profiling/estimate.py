@@ -28,6 +28,7 @@ from typing import Any, Protocol
 from profiling import serde
 from profiling.hardware import GPU
 from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.rate_fit import Point, best_fit
 from profiling.results import DecodePoint, Environment, PrefillPoint
 from profiling.shapes import Shapes
 
@@ -123,87 +124,20 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
     )
 
 
-# A measured point of one phase: (FLOPs, bytes, seconds).
-Point = tuple[float, float, float]
-# The terms a fit may use: per-pass overhead, FLOPs and bytes.
-# Ties keep the earlier subset: one point is explained by a rate, not by overhead.
-_TERMS = ("flops", "bytes", "overhead")
-
-
 def fit_rates(points: list[Point]) -> PhaseRate:
-    """Non-negative least squares of seconds on (1, FLOPs, bytes) over measured points.
-
-    Every subset of the three terms is fitted; among fits whose coefficients
-    are all non-negative and that leave at least one degree of freedom (when
-    there are two points or more), the smallest squared error wins. So a
-    compute-bound phase keeps its FLOPs term, a memory-bound one its bytes
-    term, and per-pass overhead (Python and kernel launches on a small model)
-    is kept only when the points show it.
-    """
+    """Seconds on (1, FLOPs, bytes) over measured points, by the non-negative subset
+    least squares of `profiling.rate_fit`: a compute-bound phase keeps its FLOPs
+    term, a memory-bound one its bytes term, and per-pass overhead (Python and
+    kernel launches on a small model) only when the points show it. No pass is
+    projected faster than the fastest point measured."""
     if not points:
         raise ValueError("no measured points to calibrate from")
-    best: tuple[float, dict[str, float]] | None = None
-    for size in (1, 2, 3):
-        if len(points) > 1 and size >= len(points):
-            break
-        for terms in _subsets(size):
-            coefficients = _least_squares(points, terms)
-            if coefficients is None or min(coefficients.values()) < 0:
-                continue
-            error = _squared_error(points, coefficients)
-            if best is None or error < best[0] * (1 - 1e-9):
-                best = (error, coefficients)
+    coefficients = best_fit(points)
     floor = min(p[2] for p in points)
-    if best is None:  # nothing non-negative: the throughput of all the points together
+    if coefficients is None:  # nothing non-negative: the throughput of all the points together
         rate = sum(p[1] for p in points) / sum(p[2] for p in points)
         return PhaseRate(bytes_per_second=rate, floor_seconds=floor)
-    return _phase_rate(best[1], len(points), floor)
-
-
-def _subsets(size: int) -> list[tuple[str, ...]]:
-    from itertools import combinations
-
-    return list(combinations(_TERMS, size))
-
-
-def _features(point: Point, terms: tuple[str, ...]) -> list[float]:
-    values = {"overhead": 1.0, "flops": point[0], "bytes": point[1]}
-    return [values[t] for t in terms]
-
-
-def _least_squares(points: list[Point], terms: tuple[str, ...]) -> dict[str, float] | None:
-    """Coefficients of `terms` by the normal equations (columns scaled for conditioning)."""
-    rows = [_features(p, terms) for p in points]
-    scale = [max(abs(r[j]) for r in rows) or 1.0 for j in range(len(terms))]
-    rows = [[v / scale[j] for j, v in enumerate(r)] for r in rows]
-    n = len(terms)
-    gram = [[sum(r[i] * r[j] for r in rows) for j in range(n)] for i in range(n)]
-    rhs = [sum(r[i] * p[2] for r, p in zip(rows, points, strict=True)) for i in range(n)]
-    solution = _solve(gram, rhs)
-    if solution is None:
-        return None
-    return {t: solution[j] / scale[j] for j, t in enumerate(terms)}
-
-
-def _solve(matrix: list[list[float]], rhs: list[float]) -> list[float] | None:
-    """Gaussian elimination with partial pivoting; None when singular."""
-    n = len(rhs)
-    a = [row[:] + [rhs[i]] for i, row in enumerate(matrix)]
-    for col in range(n):
-        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
-        if abs(a[pivot][col]) < 1e-12:
-            return None
-        a[col], a[pivot] = a[pivot], a[col]
-        for r in range(n):
-            if r != col:
-                factor = a[r][col] / a[col][col]
-                a[r] = [x - factor * y for x, y in zip(a[r], a[col], strict=True)]
-    return [a[i][n] / a[i][i] for i in range(n)]
-
-
-def _squared_error(points: list[Point], coefficients: dict[str, float]) -> float:
-    rate = _phase_rate(coefficients, len(points), 0.0)  # the fit itself, unfloored
-    return sum((rate.seconds(f, b) - s) ** 2 for f, b, s in points)
+    return _phase_rate(coefficients, len(points), floor)
 
 
 def _phase_rate(coefficients: dict[str, float], points: int, floor: float) -> PhaseRate:
