@@ -112,8 +112,23 @@ class Shapes:
         attention = 4 * self.num_layers * heads * context
         return float(batch * (2 * (self.active_body_params + self.head_params) + attention))
 
+    def experts_touched(self, batch: int) -> float:
+        """Experts a decode step reads per layer: each of `batch` rows routes to
+        `experts_per_token` of `num_experts`; with routing spread evenly, the expected
+        number of distinct experts is E × (1 − (1 − k/E)^batch)."""
+        if not self.num_experts:
+            return 0.0
+        k, e = self.experts_per_token, self.num_experts
+        return e * (1 - (1 - k / e) ** max(1, batch))
+
     def decode_bytes(self, dtype: str, batch: int, context: int) -> float:
-        """Weights read once per step (all of them: a batch touches every expert
-        soon enough), plus every row's KV cache."""
+        """Weights read once per step, plus every row's KV cache. A mixture of experts
+        reads only the experts its rows route to (two of Mixtral's eight for one
+        request; nearly all of them for a batch of 16)."""
         kv = self.kv_bytes_per_token(dtype) * batch * context
-        return float(self.weights_bytes(dtype) + kv)
+        weights = float(self.weights_bytes(dtype))
+        if self.num_experts:
+            per_expert = 3 * self.hidden_size * self.moe_intermediate_size * DTYPE_BYTES[dtype]
+            unread = self.num_experts - self.experts_touched(batch)
+            weights -= self.num_layers * unread * per_expert
+        return weights + kv

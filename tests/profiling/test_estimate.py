@@ -173,3 +173,16 @@ def test_calibrated_predictions_on_demo_at_held_out_shapes(demo_profile: dict) -
     assert error < 0.5
     fitted = calibrate(shapes, Profile.from_dict(demo_profile))
     assert fitted.basis == CALIBRATED and fitted.prefill.points == len(demo_profile["prefill"])
+
+
+def test_a_mixture_of_experts_reads_only_the_experts_its_rows_route_to() -> None:
+    shapes = Shapes.from_config(shipped_configs()["mixtral-8x7b"])
+    everything = shapes.weights_bytes("bfloat16")
+    one = shapes.decode_bytes("bfloat16", 1, 0)
+    # Batch 1 routes to 2 of 8 experts: about 13 B of the 47 B parameters are read.
+    assert one / everything == pytest.approx(12.9 / 46.7, rel=0.05)
+    many = shapes.decode_bytes("bfloat16", 64, 0)
+    assert one < shapes.decode_bytes("bfloat16", 4, 0) < many <= everything
+    assert many / everything > 0.99  # a big batch touches nearly every expert
+    dense = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
+    assert dense.decode_bytes("bfloat16", 1, 0) == dense.weights_bytes("bfloat16")
