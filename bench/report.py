@@ -5,8 +5,9 @@ a stored demo result, the site under gunicorn), then a real Chromium opens the
 report the way a teammate opens a share link:
 - first view: what the page fetched before any scrolling (bytes on the wire,
   from the browser's own resource timing), first contentful paint, page height;
-- everything drawn: the same page after scrolling every chart into view, which
-  is what a page that loads its chart library up front fetches at once.
+- everything drawn: the same page with every section opened and every chart
+  scrolled into view, which is what a page that loads its chart library up front
+  fetches at once.
 The two are measured side by side on the same page, in the same run.
 
 Then `--runs` quick demo profiles (speculative decoding measured, the rest
@@ -60,6 +61,8 @@ def measure_page(url: str) -> dict:
         page.goto(url)
         page.wait_for_load_state("networkidle")
         first = page.evaluate(VIEW)
+        if page.locator("#open-all").count():  # sections folded under their findings
+            page.click("#open-all")
         charts = page.locator("[data-figure]")
         for i in range(charts.count()):
             charts.nth(i).scroll_into_view_if_needed()
