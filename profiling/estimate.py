@@ -276,6 +276,22 @@ class Projection:
         return serde.to_dict(self)
 
 
+# Tensor parallelism all-reduces the activations twice per layer (after attention and
+# after the MLP). A ring moves 2(n−1)/n of the data over each link and pays a fixed
+# latency per call (an assumption; NCCL within one node is of this order).
+ALLREDUCE_LATENCY_S = 10e-6
+ASSUMED_LINK_BYTES_PER_SECOND = 32e9  # PCIe 4.0 x16, where no GPU is named
+ACTIVATION_BYTES = 2  # bf16/fp16 activations
+
+
+def allreduce_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None) -> float:
+    """Seconds of one pass's tensor-parallel all-reduces over `tokens` rows."""
+    link = gpu.interconnect_bytes_per_second if gpu is not None else ASSUMED_LINK_BYTES_PER_SECOND
+    size = tokens * shapes.hidden_size * ACTIVATION_BYTES
+    one = 2 * (devices - 1) / devices * size / link + ALLREDUCE_LATENCY_S
+    return 2 * shapes.num_layers * one
+
+
 def project(
     shapes: Shapes,
     calibration: Calibration,
@@ -299,6 +315,11 @@ def project(
         shapes.decode_flops(concurrency, mid_context) / gpu_count,
         shapes.decode_bytes(dtype, concurrency, mid_context) / gpu_count,
     )
+    comm_prefill = comm_decode = 0.0
+    if gpu_count > 1:
+        comm_prefill = allreduce_seconds(shapes, prompt_tokens, gpu_count, gpu)
+        comm_decode = allreduce_seconds(shapes, concurrency, gpu_count, gpu)
+        ttft, tpot = ttft + comm_prefill, tpot + comm_decode
     e2e = ttft + tpot * max(output_tokens - 1, 0)
     fits = None
     if gpu is not None:
@@ -309,7 +330,13 @@ def project(
         fits = weights + kv <= usable
     notes = []
     if gpu_count > 1:
-        notes.append(f"{gpu_count} devices: work split evenly, communication not counted")
+        link = gpu.interconnect if gpu is not None else "an assumed link"
+        notes.append(
+            f"{gpu_count} devices in tensor parallel: work split evenly, plus "
+            f"{2 * shapes.num_layers} ring all-reduces per pass over {link} "
+            f"({comm_prefill * 1e3:.3g} ms per prefill, {comm_decode * 1e3:.3g} ms per decode "
+            f"step; {ALLREDUCE_LATENCY_S * 1e6:.0f} µs per call assumed)"
+        )
     return Projection(
         basis=calibration.basis,
         calibration_note=calibration.note,

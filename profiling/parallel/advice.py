@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
@@ -12,6 +14,7 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.estimate import assumed, project
 from profiling.facts import Facts
 from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
@@ -43,7 +46,7 @@ def parallel(
         why = "split over processes the model's logits differed from one process (a failed check)"
         return [NotRecommended("parallel", why, "parallel.measured")]
     if not needs_more_devices(facts, goal):
-        return [parallel_not_needed(facts)]
+        return [parallel_not_needed(facts), *replicas(facts)]
     plan = result.fewest_devices
     if plan is None:
         why = "no tensor × pipeline split of up to 8 devices fits weights and KV cache"
@@ -75,13 +78,57 @@ def parallel(
 # -- where the experiment did not run: an estimate -------------------------------
 
 
+def replicas(facts: Facts) -> list[Outcome]:
+    """With N GPUs for a model that fits on one: N independent replicas (each serving
+    1/N of the requests, no all-reduces) against tensor parallelism over N, both
+    projected on the target GPU's datasheet at the user's concurrency."""
+    gpu, shapes, count = facts.gpu, facts.shapes, facts.gpu_count
+    work = facts.workload
+    if gpu is None or shapes is None or count < 2 or work.concurrency < count:
+        return []
+    dtype = facts.dtype if facts.dtype in ("bfloat16", "float16") else "bfloat16"
+    share = math.ceil(work.concurrency / count)
+    usable = gpu.memory_bytes * (1 - RESERVE_SHARE) - RESERVE_FIXED_BYTES
+    if facts.weights_bytes + facts.kv_bytes_per_token * share * work.context_tokens > usable:
+        return []  # one replica does not fit one GPU: splitting is the way
+    rates = assumed(gpu, dtype, shapes.num_layers)
+    args = (shapes, rates, dtype, work.prompt_tokens, work.output_tokens)
+    split = project(*args, work.concurrency, gpu, count)
+    one = project(*args, share, gpu, 1)
+    gain = split.tpot_seconds / one.tpot_seconds
+    key = "memory.fit"
+    if gain < MIN_GAIN:
+        why = (f"{count} independent replicas: TPOT {ms(one.tpot_seconds)} ms each at "
+               f"{share} requests against {ms(split.tpot_seconds)} ms with TP={count} "
+               "(estimated): the split is faster per token here")  # fmt: skip
+        return [NotRecommended("parallel", why, key)]
+    return [Recommendation(
+        technique="parallel",
+        setting=(
+            f"{count} independent replicas (one per GPU, {share} requests each), not TP={count}"
+        ),
+        expected_effect=ExpectedEffect(
+            f"TPOT {ms(split.tpot_seconds)} → {ms(one.tpot_seconds)} ms and {gain:.2f}× the "
+            "throughput at your concurrency: no all-reduces, no per-pass cost shared out",
+            [Change("tpot_ms", split.tpot_seconds * 1e3, one.tpot_seconds * 1e3, "ms")]),
+        evidence=[Evidence("#memory", key, f"one replica fits one {gpu.key}")],
+        caveats=["estimated from the datasheet on both sides: TP's all-reduces and per-pass "
+                 "costs are assumed, not measured",
+                 "needs a load balancer in front; each replica holds the whole model"],
+        basis=ESTIMATED,
+        serves="generation",
+        gain=gain,
+        confidence="estimated: both deployments projected on the datasheet",
+    )]  # fmt: skip
+
+
 def parallel_not_needed(facts: Facts) -> NotRecommended:
     fit = facts.fit
     if fit is None:
         return NotRecommended("parallel", "no deployment GPU named: capacity not judged", "")
     why = (
         f"weights and KV cache fit on {fit.gpu_count}× {fit.gpu_kind} with "
-        f"{size(fit.headroom_bytes)} to spare: a split adds communication, not capacity"
+        f"{size(fit.headroom_bytes)} to spare: no split is needed for capacity"
     )
     return NotRecommended("parallel", why, "memory.fit")
 
@@ -93,7 +140,7 @@ def needs_more_devices(facts: Facts, goal: str) -> bool:
 
 def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
     if not needs_more_devices(facts, goal):
-        return [parallel_not_needed(facts)]
+        return [parallel_not_needed(facts), *replicas(facts)]
     gpu, shapes = facts.gpu, facts.shapes
     if gpu is None:
         return []

@@ -15,6 +15,7 @@ from profiling.estimate import (
     ESTIMATED,
     Calibration,
     PhaseRate,
+    allreduce_seconds,
     assumed,
     calibrate,
     fit_rates,
@@ -112,7 +113,9 @@ def test_projection_of_llama_8b_on_h100_is_memory_bound_decode_and_splits_over_g
     assert one.fits and one.prefill_share < 0.5
     two = project(shapes, rates, "bfloat16", 2048, 256, 16, h100, 2)
     per_pass = rates.decode.overhead_seconds  # not split: each device pays it every step
-    assert two.tpot_seconds == pytest.approx(per_pass + (one.tpot_seconds - per_pass) / 2)
+    comm = allreduce_seconds(shapes, 16, 2, h100)  # and the all-reduces come on top
+    assert two.tpot_seconds == pytest.approx(per_pass + (one.tpot_seconds - per_pass) / 2 + comm)
+    assert "64 ring all-reduces per pass over NVLink 4" in two.notes[0]
     crowded = project(shapes, rates, "bfloat16", 32_768, 1024, 512, h100, 1)
     assert crowded.fits is False
 
@@ -136,6 +139,21 @@ def test_a_calibration_never_projects_below_the_fastest_measured_pass() -> None:
     assert rate.floor_seconds == pytest.approx(0.010)
     assert rate.seconds(1e3, 1e3) == pytest.approx(0.010)  # far less work than measured
     assert rate.seconds(8e9, 8e6) == pytest.approx(0.080, rel=1e-6)
+
+
+def test_tensor_parallelism_pays_its_all_reduces_so_eight_gpus_are_not_eight_times_faster():
+    shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
+    h100, pcie = hardware.lookup("H100"), hardware.lookup("H100-PCIE")
+    rates = assumed(h100, "bfloat16", shapes.num_layers)
+    one = project(shapes, rates, "bfloat16", 512, 128, 16, h100, 1)
+    eight = project(shapes, rates, "bfloat16", 512, 128, 16, h100, 8)
+    assert 2 < one.tpot_seconds / eight.tpot_seconds < 6
+    # A ring over 8 devices moves 2·7/8 of each step's activations over every link.
+    size = 16 * shapes.hidden_size * 2
+    per_call = 2 * 7 / 8 * size / h100.interconnect_bytes_per_second + 10e-6
+    assert allreduce_seconds(shapes, 16, 8, h100) == pytest.approx(64 * per_call)
+    # Prefill moves a whole prompt's activations: over PCIe it costs far more.
+    assert allreduce_seconds(shapes, 4096, 8, pcie) > 5 * allreduce_seconds(shapes, 4096, 8, h100)
 
 
 def test_calibration_round_trips_through_its_dict() -> None:
