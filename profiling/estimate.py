@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 from profiling import serde
 from profiling.hardware import GPU
-from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.memory import usable_bytes
 from profiling.rate_fit import Point, best_fit
 from profiling.results import DecodePoint, Environment, PrefillPoint
 from profiling.shapes import Shapes
@@ -323,11 +323,7 @@ def project(
     e2e = ttft + tpot * max(output_tokens - 1, 0)
     fits = None
     if gpu is not None:
-        # The fit check's reserve (activations, CUDA context): a share plus a fixed amount per GPU.
-        usable = (
-            gpu.memory_bytes * gpu_count * (1 - RESERVE_SHARE) - RESERVE_FIXED_BYTES * gpu_count
-        )
-        fits = weights + kv <= usable
+        fits = weights + kv <= usable_bytes(gpu.memory_bytes) * gpu_count  # the fit check's
     notes = []
     if gpu_count > 1:
         link = gpu.interconnect if gpu is not None else "an assumed link"

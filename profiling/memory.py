@@ -214,6 +214,13 @@ def _nvml_handle(pynvml: Any, device: str) -> Any:
 # -- fit check ------------------------------------------------------------------
 
 
+def usable_bytes(device_memory_bytes: int) -> int:
+    """One device's memory less the reserve for activations, CUDA context and the
+    serving runtime: what weights and KV cache may use on it."""
+    reserve = int(RESERVE_SHARE * device_memory_bytes) + RESERVE_FIXED_BYTES
+    return max(0, int(device_memory_bytes) - reserve)
+
+
 def fit_check(
     weights_bytes: int, kv_bytes_per_token: int, workload: Workload, gpu: GPU, gpu_count: int
 ) -> FitCheck:
@@ -223,9 +230,7 @@ def fit_check(
     within the GPUs' memory minus a reserve per GPU for activations and the
     runtime. Weights are assumed split evenly over the GPUs (tensor parallel).
     """
-    total = int(gpu.memory_bytes) * gpu_count
-    reserve = (int(RESERVE_SHARE * gpu.memory_bytes) + RESERVE_FIXED_BYTES) * gpu_count
-    available = max(0, total - reserve)
+    available = usable_bytes(gpu.memory_bytes) * gpu_count
     context = workload.context_tokens
     per_request = kv_bytes_per_token * context
     kv = per_request * workload.concurrency
@@ -234,7 +239,7 @@ def fit_check(
     return FitCheck(
         gpu_kind=gpu.key,
         gpu_count=gpu_count,
-        device_memory_bytes=total,
+        device_memory_bytes=int(gpu.memory_bytes) * gpu_count,
         concurrency=workload.concurrency,
         context_tokens=context,
         weights_bytes=weights_bytes,

@@ -16,7 +16,7 @@ from profiling.advice_results import (
 )
 from profiling.estimate import assumed, project
 from profiling.facts import Facts
-from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.memory import usable_bytes
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
 from profiling.rule_kit import (
     DISAGGREGATION_MIN_SPIKE,
@@ -88,7 +88,7 @@ def replicas(facts: Facts) -> list[Outcome]:
         return []
     dtype = facts.dtype if facts.dtype in ("bfloat16", "float16") else "bfloat16"
     share = math.ceil(work.concurrency / count)
-    usable = gpu.memory_bytes * (1 - RESERVE_SHARE) - RESERVE_FIXED_BYTES
+    usable = usable_bytes(gpu.memory_bytes)
     if facts.weights_bytes + facts.kv_bytes_per_token * share * work.context_tokens > usable:
         return []  # one replica does not fit one GPU: splitting is the way
     rates = assumed(gpu, dtype, shapes.num_layers)
@@ -144,7 +144,7 @@ def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
     gpu, shapes = facts.gpu, facts.shapes
     if gpu is None:
         return []
-    usable = gpu.memory_bytes * (1 - RESERVE_SHARE) - RESERVE_FIXED_BYTES
+    usable = usable_bytes(gpu.memory_bytes)
     kv = facts.kv_bytes_per_token * facts.workload.concurrency * facts.workload.context_tokens
     kv_heads = shapes.num_key_value_heads if shapes else max(TP_SIZES)
     for tp in TP_SIZES:

@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE
+from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE, usable_bytes
 from profiling.parallel.results import ParallelPlan
 from profiling.units import size
 
@@ -163,10 +163,7 @@ def stage_sizes(layers: int, pp: int) -> list[int]:
 
 def available_bytes(device_memory_bytes: int | None) -> int | None:
     """Device memory less the activation/runtime reserve of the fit check."""
-    if device_memory_bytes is None:
-        return None
-    reserve = int(RESERVE_SHARE * device_memory_bytes) + RESERVE_FIXED_BYTES
-    return max(0, int(device_memory_bytes) - reserve)
+    return None if device_memory_bytes is None else usable_bytes(device_memory_bytes)
 
 
 def _ceil_div(a: int, b: int) -> int:
