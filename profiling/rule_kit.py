@@ -9,6 +9,8 @@ advice.py`) reads `profiling.facts.Facts` and its own typed result, and builds
 
 from __future__ import annotations
 
+from typing import Any
+
 from profiling.advice_results import Change, NotRecommended, Recommendation
 from profiling.facts import Facts
 from profiling.stats import WORSE, Interval
@@ -55,12 +57,15 @@ def judged(technique: str, what: str, interval: Interval, key: str) -> NotRecomm
     return NotRecommended(technique, why, key, inconclusive=True)
 
 
-def confidence(interval: Interval) -> str:
-    """ "measured: 95 % interval 1.31–1.55× over 5 repeats" for a recommendation."""
-    return (
-        f"measured: {interval.level:.0%} interval {interval.low:.2f}–{interval.high:.2f}× "
-        f"over {interval.repeats} repeats"
-    ).replace("%", " %", 1)
+def interval_fields(interval: Interval, of: str = "") -> dict[str, Any]:
+    """A measured recommendation's confidence line and its gain's interval:
+    "measured: 95 % interval 1.31–1.55× over 5 repeats" (then what the interval is `of`)."""
+    text = f"measured: {interval.bounds()} over {interval.repeats} repeats"
+    return {
+        "confidence": f"{text} ({of})" if of else text,
+        "gain_low": interval.low,
+        "gain_high": interval.high,
+    }
 
 
 def ms(seconds: float) -> str:

@@ -66,10 +66,11 @@ class Interval:
         """ "1.42× (95 % interval 1.31–1.55×)"; one repeat says so."""
         if self.repeats < 2:
             return f"{self.ratio:.2f}× (one repeat: its spread is unknown)"
-        return (
-            f"{self.ratio:.2f}× ({self.level:.0%} interval "
-            f"{self.low:.2f}–{self.high:.2f}×)".replace("%", " %")
-        )
+        return f"{self.ratio:.2f}× ({self.bounds()})"
+
+    def bounds(self) -> str:
+        """ "95 % interval 1.31–1.55×" """
+        return f"{self.level * 100:.0f} % interval {self.low:.2f}–{self.high:.2f}×"
 
 
 def _median(values: Sequence[float]) -> float:

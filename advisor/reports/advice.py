@@ -10,7 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.advice_results import ESTIMATED, Advice, Change, DecidingNumber, Evidence
+from profiling.advice_results import (
+    ESTIMATED,
+    Advice,
+    Change,
+    DecidingNumber,
+    Evidence,
+    Recommendation,
+)
 from profiling.config import BOTTLENECK_LABELS
 from profiling.techniques import TECHNIQUES
 from profiling.units import UNKNOWN, count, ms, pct, significant, size, tok_s
@@ -96,6 +103,14 @@ def change_item(change: Change) -> dict[str, str]:
     }
 
 
+def confidence_text(rec: Recommendation, measured: str = "measured") -> str:
+    """How sure a recommendation is, in words: its own line, else what its basis says
+    (`measured` for a measured one written without a line)."""
+    if rec.confidence:
+        return rec.confidence
+    return "estimated: not measured in this job" if rec.basis == ESTIMATED else measured
+
+
 def deciding_row(number: DecidingNumber) -> dict[str, str]:
     return {
         "name": metric_label(number.name),
@@ -135,8 +150,7 @@ def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
                 "evidence": [evidence_item(e, anchors) for e in rec.evidence],
                 "caveats": rec.caveats,
                 "estimated": rec.basis == ESTIMATED,
-                "confidence": rec.confidence
-                or ("estimated: not measured in this job" if rec.basis == ESTIMATED else ""),
+                "confidence": confidence_text(rec, measured=""),
             }
             for rec in advice.recommendations
         ],

@@ -20,7 +20,7 @@ from profiling.caching.results import (
     TurnPoint,
 )
 from profiling.results import Samples
-from profiling.stats import INCONCLUSIVE, ratio_interval
+from profiling.stats import INCONCLUSIVE, Interval, ratio_interval
 from profiling.units import number_text, pct
 
 # Shown when the experiment ran without the user's prompts.
@@ -40,16 +40,13 @@ def _noisy(*samples: Samples) -> bool:
     return any(s.noisy for s in samples)
 
 
-def change(warm_to_cold: float | None, cold: Samples | None = None,
-           warm: Samples | None = None) -> str:  # fmt: skip
+def change(warm_to_cold: float | None, interval: Interval | None = None) -> str:
     """Warm against cold as "47.0 % less" (or "8.20 % more" when reuse cost time), or
-    "within noise" when the interleaved repeats' interval holds "no change"."""
+    "within noise" when the interleaved repeats' `interval` holds "no change"."""
     if warm_to_cold is None:
         return ""
-    if cold is not None and warm is not None:
-        interval = ratio_interval(warm.samples, cold.samples, paired=True)
-        if interval is not None and interval.verdict == INCONCLUSIVE:
-            return "within noise"
+    if interval is not None and interval.verdict == INCONCLUSIVE:
+        return "within noise"
     saving = 1.0 - warm_to_cold
     if abs(saving) < SAME_WITHIN:
         return "same"
@@ -67,8 +64,7 @@ def point_row(point: PrefixPoint) -> dict[str, Any]:
         "cold_s": median(cold),
         "warm_s": median(warm),
         "warm_to_cold": point.warm_to_cold,
-        "change": change(point.warm_to_cold, cold, warm),
-        "interval": _interval_text(cold, warm),
+        **_warm_to_cold(point.warm_to_cold, cold, warm),
         "cache_bytes": point.prefix_cache_bytes,
         "outputs_match": point.outputs_match,
         "max_logit_text": number_text(point.max_abs_logit_diff),
@@ -87,17 +83,20 @@ def turn_row(turn: TurnPoint) -> dict[str, Any]:
         "cold_s": median(cold),
         "warm_s": median(warm),
         "warm_to_cold": turn.warm_to_cold,
-        "change": change(turn.warm_to_cold, cold, warm),
-        "interval": _interval_text(cold, warm),
+        **_warm_to_cold(turn.warm_to_cold, cold, warm),
         "cache_bytes": turn.cache_bytes,
         "outputs_match": turn.outputs_match,
         "noisy": _noisy(cold, warm),
     }
 
 
-def _interval_text(cold: Samples, warm: Samples) -> str:
+def _warm_to_cold(ratio: float, cold: Samples, warm: Samples) -> dict[str, str]:
+    """A row's warm / cold change and its interval, from one interval of the pairs."""
     interval = ratio_interval(warm.samples, cold.samples, paired=True)
-    return f"warm / cold {interval.text()}" if interval is not None else ""
+    return {
+        "change": change(ratio, interval),
+        "interval": f"warm / cold {interval.text()}" if interval is not None else "",
+    }
 
 
 def bucket_label(bucket: PrefixBucket) -> str:

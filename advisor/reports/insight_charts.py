@@ -83,15 +83,11 @@ def roofline_chart(profile: Profile) -> Figure | None:
     layout["yaxis"].update({"type": "log", "rangemode": "normal"})
     if ridge:
         layout["annotations"] = [{
-            "x": _log10(ridge), "y": _log10(best_flops), "xref": "x", "yref": "y",
+            "x": math.log10(ridge), "y": math.log10(best_flops), "xref": "x", "yref": "y",
             "text": f"measured ridge {ridge:.3g} FLOP/byte", "showarrow": True, "ay": -30,
         }]  # fmt: skip
     layout["meta"] = {"note": note}
     return {"data": data, "layout": layout}
-
-
-def _log10(value: float) -> float:
-    return math.log10(value)
 
 
 def _roof(name: str, flops: float, bandwidth: float, low: float, high: float,

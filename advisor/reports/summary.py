@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from advisor.reports.advice import TECHNIQUE_LABELS, agreement, figure, metric_label
+from advisor.reports.advice import (
+    TECHNIQUE_LABELS,
+    agreement,
+    confidence_text,
+    figure,
+    metric_label,
+)
 from profiling.advice_results import ESTIMATED, Advice, Change, Recommendation
 from profiling.profile import Profile
 from profiling.units import ms, size, tok_s
@@ -43,8 +49,7 @@ def action(rec: Recommendation) -> dict[str, Any]:
         "after": figure(change.after, change.unit) if change else "",
         "effect": rec.expected_effect.text,
         "estimated": estimated,
-        "confidence": rec.confidence
-        or ("estimated: not measured in this job" if estimated else "measured"),
+        "confidence": confidence_text(rec),
     }
 
 

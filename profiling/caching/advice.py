@@ -15,7 +15,7 @@ from profiling.advice_results import (
 )
 from profiling.caching.results import CachingResult, PrefixPoint
 from profiling.facts import Facts
-from profiling.rule_kit import MIN_GAIN, Outcome, confidence, judged, ms, weak
+from profiling.rule_kit import MIN_GAIN, Outcome, interval_fields, judged, ms, weak
 from profiling.stats import Interval, ratio_interval
 from profiling.units import size
 
@@ -92,15 +92,7 @@ def _cache_recommendation(
         basis=MEASURED,
         serves="prompt",
         gain=cold / warm,
-        **(
-            {
-                "confidence": confidence(interval),
-                "gain_low": interval.low,
-                "gain_high": interval.high,
-            }
-            if interval is not None
-            else {}
-        ),  # fmt: skip
+        **(interval_fields(interval) if interval is not None else {}),
     )
 
 

@@ -23,7 +23,7 @@ from profiling.rule_kit import (
     MAKES_IT_FIT,
     MIN_GAIN,
     Outcome,
-    confidence,
+    interval_fields,
     ms,
     weak,
 )
@@ -202,7 +202,8 @@ def disaggregation(
         what = "mean TPOT colocated / disaggregated"
         return [weak("disaggregation", recommendation.gain, what, key + ".mean_tpot_seconds")]
     if spike is not None:
-        recommendation.confidence = confidence(spike) + " (the prefill's slowdown of a step)"
+        fields = interval_fields(spike, "the prefill's slowdown of a step")
+        recommendation.confidence = fields["confidence"]
     return [recommendation]
 
 

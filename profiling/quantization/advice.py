@@ -21,13 +21,14 @@ from profiling.quantization.report import variant_line
 from profiling.quantization.results import MEASURED as QUANT_MEASURED
 from profiling.quantization.results import QuantizationResult, QuantVariant
 from profiling.quantization.tolerance import acceptable, quality_figure, quality_loss
+from profiling.results import Samples
 from profiling.rule_kit import (
     MIN_GAIN,
     Outcome,
     capacity_changes,
     capacity_gain,
-    confidence,
     decode_seconds_with_weights,
+    interval_fields,
     judged,
     ms,
     weak,
@@ -82,8 +83,7 @@ def _confidence(serves: str, interval: Interval | None) -> dict[str, Any]:
         return {"confidence": "measured: weight bytes are exact; quality from the quality check"}
     if interval is None:
         return {}
-    return {"confidence": confidence(interval), "gain_low": interval.low,
-            "gain_high": interval.high}  # fmt: skip
+    return interval_fields(interval)
 
 
 def _refused_variants(
@@ -111,19 +111,26 @@ def quant_setting(variant: QuantVariant, reference: QuantVariant) -> str:
     return text
 
 
-def speed_interval(variant: QuantVariant, reference: QuantVariant) -> Interval | None:
-    """Reference step time / variant step time with its interval, at the concurrency
-    where both were measured (the user's, else batch 1)."""
+def _step_times(variant: QuantVariant, reference: QuantVariant) -> tuple[Samples, Samples] | None:
+    """(reference, variant) decode step times at the concurrency where both were measured
+    (the user's, else batch 1)."""
     for attr in ("concurrency_seconds_per_token", "seconds_per_token"):
         ref, var = getattr(reference, attr), getattr(variant, attr)
         if ref is not None and var is not None and var.median:
-            return ratio_interval(ref.samples, var.samples)
+            return ref, var
     return None
 
 
+def speed_interval(variant: QuantVariant, reference: QuantVariant) -> Interval | None:
+    """Reference step time / variant step time with its interval (for the variant judged)."""
+    times = _step_times(variant, reference)
+    return ratio_interval(times[0].samples, times[1].samples) if times else None
+
+
 def _speed_ratio(variant: QuantVariant, reference: QuantVariant) -> float | None:
-    interval = speed_interval(variant, reference)
-    return interval.ratio if interval is not None else None
+    """The same ratio of medians without its interval (for ranking and the text)."""
+    times = _step_times(variant, reference)
+    return times[0].median / times[1].median if times else None
 
 
 def _quant_gain(facts: Facts, variant: QuantVariant, reference: QuantVariant, serves: str) -> float:

@@ -13,7 +13,7 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.facts import Facts
-from profiling.rule_kit import Outcome, confidence, judged, ms
+from profiling.rule_kit import Outcome, interval_fields, judged, ms
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
 from profiling.stats import Interval, ratio_interval
 from profiling.units import size
@@ -130,9 +130,7 @@ def _spec_recommendation(
         basis=MEASURED,
         serves="generation",
         gain=speedup,
-        confidence=confidence(interval),
-        gain_low=interval.low,
-        gain_high=interval.high,
+        **interval_fields(interval),
     )
 
 
