@@ -51,8 +51,7 @@ def owned_jobs(request: HttpRequest, fields: tuple[str, ...] = ()) -> list[Job]:
     chosen = Q(share_token__in=owned_tokens(request))
     if sees_scripts_jobs(request):
         scripts = Job.objects.filter(origin__in=SCRIPT_ORIGINS).order_by("-created_at")
-        latest = list(scripts.values_list("pk", flat=True)[:MAX_REMEMBERED])
-        chosen |= Q(pk__in=latest)
+        chosen |= Q(pk__in=scripts.values("pk")[:MAX_REMEMBERED])  # a subquery: one round trip
     return list(jobs.filter(chosen).order_by("-created_at"))
 
 

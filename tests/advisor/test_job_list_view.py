@@ -90,3 +90,13 @@ def test_kept_rows_gain_the_compare_box_when_a_second_job_appears(browser):
     own_all(browser, first, second)
     html = browser.get(reverse("jobs:list")).content.decode()
     assert html.count('name="pick"') == 2
+
+
+def test_only_the_latest_scripts_jobs_are_listed(browser, settings):
+    from advisor.jobs.ownership import MAX_REMEMBERED
+
+    settings.ADVISOR_API_TOKEN = ""
+    jobs = [make_job(model_name="demo", origin=Job.Origin.API) for _ in range(MAX_REMEMBERED + 1)]
+    html = browser.get(reverse("jobs:list")).content.decode()
+    assert jobs[0].share_token not in html  # the oldest
+    assert all(job.share_token in html for job in jobs[1:])

@@ -26,11 +26,10 @@ from django.test import Client
 from django.urls import reverse
 
 from advisor.jobs.models import Job
-from profiling.advice.build import advise_profile
 from profiling.profile import Profile
-from profiling.shapes import Shapes
 from profiling.units import ms
 from tests.advisor.test_charts import stored_result
+from tests.advisor.test_compare import with_advice
 from tests.profiling.advice_scenarios import (
     add_experiment,
     caching_result,
@@ -43,17 +42,6 @@ from tests.profiling.advice_scenarios import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-def shapes_of(result: dict[str, Any]) -> Shapes:
-    model = result["model"]
-    return Shapes.from_config({
-        "model_type": "llama", "hidden_size": model["hidden_size"],
-        "num_hidden_layers": model["num_layers"], "intermediate_size": model["intermediate_size"],
-        "num_attention_heads": model["num_attention_heads"],
-        "num_key_value_heads": model["num_key_value_heads"], "head_dim": model["head_dim"],
-        "vocab_size": model["vocab_size"], "torch_dtype": "float32",
-    })  # fmt: skip
 
 
 def fast_int8(data: dict[str, Any]) -> None:
@@ -112,8 +100,7 @@ def scenario_results() -> list[tuple[str, dict[str, Any]]]:
             continue
         data = copy.deepcopy(base)
         build(data)
-        data["advice"] = advise_profile(Profile.from_dict(data), shapes_of(data)).to_dict()
-        out.append((name, data))
+        out.append((name, with_advice(data)))
     return out
 
 
