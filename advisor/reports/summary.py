@@ -11,9 +11,8 @@ from typing import Any
 from advisor.reports.advice import (
     TECHNIQUE_LABELS,
     agreement,
+    change_item,
     confidence_text,
-    figure,
-    metric_label,
 )
 from profiling.advice_results import ESTIMATED, Advice, Change, Recommendation
 from profiling.profile import Profile
@@ -44,9 +43,8 @@ def action(rec: Recommendation) -> dict[str, Any]:
     return {
         "technique": TECHNIQUE_LABELS.get(rec.technique, rec.technique),
         "setting": rec.setting,
-        "metric": metric_label(change.metric) if change else "",
-        "before": figure(change.before, change.unit) if change else "",
-        "after": figure(change.after, change.unit) if change else "",
+        # The same words and units as the recommendation's own list of changes.
+        **(change_item(change) if change else {"metric": "", "before": "", "after": ""}),
         "effect": rec.expected_effect.text,
         "estimated": estimated,
         "confidence": confidence_text(rec),
