@@ -30,7 +30,14 @@ from profiling.hardware import GPU
 from profiling.memory import usable_bytes
 from profiling.rate_fit import Point, best_fit
 from profiling.results import DecodePoint, Environment, PrefillPoint
+from profiling.serving import Served, simulate
 from profiling.shapes import Shapes
+from profiling.step_time import (
+    ALLREDUCE_LATENCY_S,
+    StepModel,
+    allreduce_seconds,
+    kv_capacity_tokens,
+)
 
 # Shares of the datasheet peak a well-tuned server reaches (an assumption,
 # replaced by the measured share as soon as a profile of this GPU exists).
@@ -254,7 +261,14 @@ def median_abs_error(predictions: list[Prediction]) -> float | None:
 
 @dataclass
 class Projection:
-    """The user's workload projected with one calibration (every figure derived, none measured)."""
+    """The user's workload projected with one calibration (every figure derived, none measured).
+
+    TTFT, TPOT, end to end and throughput are the simulated engine's (continuous
+    batching with chunked prefill at the user's concurrency: `profiling.serving`),
+    medians over its requests, with `served` holding the percentiles; the two
+    static figures beside them are one request's prefill alone and one decode
+    step at batch = concurrency, the shapes a profile measures.
+    """
 
     basis: str
     calibration_note: str
@@ -266,30 +280,19 @@ class Projection:
     kv_cache_bytes: int  # concurrency x context
     fits: bool | None
     ttft_seconds: float
-    tpot_seconds: float  # one decode step at the concurrency, mid-generation context
+    tpot_seconds: float
     end_to_end_seconds: float
-    decode_tokens_per_second: float  # summed over the concurrent requests
+    decode_tokens_per_second: float  # output tokens per second, summed over the requests
     prefill_share: float
+    prefill_alone_seconds: float = 0.0  # one request's prompt, nothing else running
+    step_seconds: float = 0.0  # one decode step at batch = concurrency, mid-generation context
+    queue_share: float = 0.0
+    kv_dtype: str = ""
+    served: Served | None = None
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)
-
-
-# Tensor parallelism all-reduces the activations twice per layer (after attention and
-# after the MLP). A ring moves 2(n−1)/n of the data over each link and pays a fixed
-# latency per call (an assumption; NCCL within one node is of this order).
-ALLREDUCE_LATENCY_S = 10e-6
-ASSUMED_LINK_BYTES_PER_SECOND = 32e9  # PCIe 4.0 x16, where no GPU is named
-ACTIVATION_BYTES = 2  # bf16/fp16 activations
-
-
-def allreduce_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None) -> float:
-    """Seconds of one pass's tensor-parallel all-reduces over `tokens` rows."""
-    link = gpu.interconnect_bytes_per_second if gpu is not None else ASSUMED_LINK_BYTES_PER_SECOND
-    size = tokens * shapes.hidden_size * ACTIVATION_BYTES
-    one = 2 * (devices - 1) / devices * size / link + ALLREDUCE_LATENCY_S
-    return 2 * shapes.num_layers * one
 
 
 def project(
@@ -301,32 +304,47 @@ def project(
     concurrency: int,
     gpu: GPU | None = None,
     gpu_count: int = 1,
+    *,
+    kv_dtype: str = "",
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
 ) -> Projection:
-    """TTFT, TPOT, throughput and fit for a workload; weights and KV split over `gpu_count`."""
+    """TTFT, TPOT, throughput and fit for a workload served by `gpu_count` devices in
+    tensor parallel (weights and KV split over them)."""
     weights = shapes.weights_bytes(dtype)
-    kv_token = shapes.kv_bytes_per_token(dtype)
+    kv_token = shapes.kv_bytes_per_token(kv_dtype or dtype)
     kv = kv_token * concurrency * (prompt_tokens + output_tokens)
-    prefill_bytes = weights + kv_token * prompt_tokens
-    ttft = calibration.prefill.seconds(
-        shapes.prefill_flops(prompt_tokens, 1) / gpu_count, prefill_bytes / gpu_count
-    )
+    step = StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu)
+    alone = step.seconds(0, 0, ((prompt_tokens, 0),))
     mid_context = prompt_tokens + output_tokens // 2
-    tpot = calibration.decode.seconds(
-        shapes.decode_flops(concurrency, mid_context) / gpu_count,
-        shapes.decode_bytes(dtype, concurrency, mid_context) / gpu_count,
-    )
-    comm_prefill = comm_decode = 0.0
-    if gpu_count > 1:
-        comm_prefill = allreduce_seconds(shapes, prompt_tokens, gpu_count, gpu)
-        comm_decode = allreduce_seconds(shapes, concurrency, gpu_count, gpu)
-        ttft, tpot = ttft + comm_prefill, tpot + comm_decode
-    e2e = ttft + tpot * max(output_tokens - 1, 0)
-    fits = None
+    static_step = step.seconds(concurrency, concurrency * mid_context)
+    fits, capacity = None, None
     if gpu is not None:
-        fits = weights + kv <= usable_bytes(gpu.memory_bytes) * gpu_count  # the fit check's
+        usable = usable_bytes(gpu.memory_bytes)
+        fits = weights + kv <= usable * gpu_count  # the fit check's
+        capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, usable)
     notes = []
+    served = None
+    if capacity is None or capacity >= prompt_tokens + output_tokens:
+        served = simulate(
+            step, prompt_tokens, output_tokens, concurrency=concurrency, kv_tokens=capacity,
+            ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
+            tpot_slo=tpot_ms / 1e3 if tpot_ms else None,
+        )  # fmt: skip
+        notes += served.notes
+        ttft, tpot, e2e = served.ttft.p50, served.tpot.p50, served.e2e.p50
+        throughput, prefill_share = served.output_tokens_per_second, served.prefill_share
+        queue_share = served.queue_share
+    else:
+        notes.append("one request's KV cache does not fit beside the weights: figures are for "
+                     "the work alone, as if it fitted")  # fmt: skip
+        ttft, tpot = alone, static_step
+        e2e = ttft + tpot * max(output_tokens - 1, 0)
+        throughput, prefill_share, queue_share = concurrency / tpot, ttft / e2e, 0.0
     if gpu_count > 1:
         link = gpu.interconnect if gpu is not None else "an assumed link"
+        comm_prefill = allreduce_seconds(shapes, prompt_tokens, gpu_count, gpu)
+        comm_decode = allreduce_seconds(shapes, concurrency, gpu_count, gpu)
         notes.append(
             f"{gpu_count} devices in tensor parallel: work split evenly, plus "
             f"{2 * shapes.num_layers} ring all-reduces per pass over {link} "
@@ -346,8 +364,13 @@ def project(
         ttft_seconds=ttft,
         tpot_seconds=tpot,
         end_to_end_seconds=e2e,
-        decode_tokens_per_second=concurrency / tpot,
-        prefill_share=ttft / e2e if e2e else 0.0,
+        decode_tokens_per_second=throughput,
+        prefill_share=prefill_share,
+        prefill_alone_seconds=alone,
+        step_seconds=static_step,
+        queue_share=queue_share,
+        kv_dtype=kv_dtype or dtype,
+        served=served,
         notes=notes,
     )
 

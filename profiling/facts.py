@@ -17,6 +17,7 @@ from profiling.config import Workload
 from profiling.estimate import Calibration, Projection
 from profiling.hardware import GPU
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
+from profiling.serving import Served
 from profiling.shapes import DTYPE_BYTES, Shapes
 from profiling.verdict import nearest_batch
 
@@ -47,6 +48,8 @@ class Facts:
     prefill_fraction_of_peak: float | None = None
     shapes: Shapes | None = None
     calibration: Calibration | None = None
+    queue_share: float = 0.0  # of one request's end-to-end time, waiting to be scheduled
+    served: Served | None = None  # the simulated engine at the user's concurrency (estimates)
 
     @property
     def measured(self) -> bool:
@@ -93,7 +96,7 @@ class Facts:
         """Facts of an analytic estimate: no experiment ran, every figure is derived."""
         weights, kv_token = projection.weights_bytes, projection.kv_cache_bytes_per_token
         fit = memory.fit_check(weights, kv_token, workload, gpu, projection.gpu_count)
-        decode_seconds = projection.tpot_seconds * workload.output_tokens
+        decode_seconds = projection.tpot_seconds * max(workload.output_tokens - 1, 0)
         total = projection.ttft_seconds + decode_seconds
         return cls(
             basis=ESTIMATED,
@@ -116,6 +119,8 @@ class Facts:
             timing_key="predictions",
             shapes=shapes,
             calibration=calibration,
+            queue_share=projection.queue_share,
+            served=projection.served,
         )
 
 

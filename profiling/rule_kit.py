@@ -105,6 +105,10 @@ def decode_seconds_with_weights(facts: Facts, weights_after: int) -> float:
         return facts.tpot_seconds * (weights_after + kv) / (facts.weights_bytes + kv)
     flops = shapes.decode_flops(batch, context)
     moved = shapes.decode_bytes(facts.dtype, batch, context)
+    kv = facts.kv_bytes_per_token * batch * context
+    # The weights a step reads shrink in proportion (a mixture of experts reads only
+    # the routed experts' share of them, quantized or not).
+    read_after = (moved - kv) * weights_after / facts.weights_bytes + kv
     before = calibration.decode.seconds(flops, moved)
-    after = calibration.decode.seconds(flops, moved - (facts.weights_bytes - weights_after))
+    after = calibration.decode.seconds(flops, read_after)
     return facts.tpot_seconds * after / before

@@ -21,6 +21,10 @@ METRIC_LABELS = {
     "ttft_seconds": "Time to first token",
     "tpot_seconds": "Time per output token",
     "decode_tokens_per_second": "Decode throughput (all requests)",
+    "ttft_p99_seconds": "Time to first token, p99",
+    "tpot_p99_seconds": "Time per output token, p99",
+    "itl_p99_seconds": "Inter-token latency, p99",
+    "output_tokens_per_second": "Output throughput (all requests, served)",
     "memory_bytes": "Memory (weights + KV cache)",
 }
 # The point's coordinates, in the order they read best.

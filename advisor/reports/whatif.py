@@ -139,7 +139,8 @@ def run(profile: Profile, s: Scenario) -> Outcome:
     workload = workload_of(profile, s)
     calibration = rates_for(profile, shapes, gpu, on_worker, s.dtype)
     projection = project(shapes, calibration, s.dtype, s.prompt_tokens, s.output_tokens,
-                         s.concurrency, gpu, s.gpu_count)  # fmt: skip
+                         s.concurrency, gpu, s.gpu_count, ttft_ms=workload.ttft_ms,
+                         tpot_ms=workload.tpot_ms)  # fmt: skip
     fit, advice = None, None
     if gpu is not None:
         kv_token = projection.kv_cache_bytes_per_token
@@ -194,12 +195,25 @@ def figure_rows(before: Outcome | None, after: Outcome) -> list[dict[str, str]]:
     def figures(o: Outcome) -> list[tuple[str, str]]:
         p, fit = o.projection, o.fit
         fits = UNKNOWN if fit is None else ("fits" if fit.fits else "does not fit")
+        served = p.served
         return [
-            ("Time to first token", ms(p.ttft_seconds)),
-            ("Time per output token", ms(p.tpot_seconds)),
-            ("End to end, one request", ms(p.end_to_end_seconds)),
-            ("Decode throughput (all requests)", tok_s(p.decode_tokens_per_second)),
+            ("Time to first token, p50", ms(p.ttft_seconds)),
+            ("Time to first token, p99", ms(served.ttft.p99) if served else UNKNOWN),
+            ("Time per output token, p50", ms(p.tpot_seconds)),
+            ("Time per output token, p99", ms(served.tpot.p99) if served else UNKNOWN),
+            ("Inter-token latency, p99", ms(served.itl.p99) if served else UNKNOWN),
+            ("End to end, one request (p50)", ms(p.end_to_end_seconds)),
+            ("Output throughput (all requests)", tok_s(p.decode_tokens_per_second)),
+            (
+                "Goodput (requests/s meeting your targets)",
+                UNKNOWN
+                if served is None or served.goodput_requests_per_second is None
+                else f"{served.goodput_requests_per_second:.2f} req/s "
+                f"({pct(served.slo_attainment)} of requests)",
+            ),
             ("Prefill share of a request", pct(p.prefill_share)),
+            ("Queueing share of a request", pct(p.queue_share)),
+            ("Mean decode batch", UNKNOWN if served is None else f"{served.mean_batch:.1f}"),
             ("Weights", size(p.weights_bytes)),
             ("KV cache (all requests)", size(p.kv_cache_bytes)),
             ("Memory needed", size(p.weights_bytes + p.kv_cache_bytes)),

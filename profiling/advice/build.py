@@ -312,7 +312,7 @@ def _project(
     shapes: Shapes, rates: Any, dtype: str, w: Workload, gpu: GPU | None, count: int
 ) -> Projection:
     return project(shapes, rates, dtype, w.prompt_tokens, w.output_tokens, w.concurrency, gpu,
-                   count)  # fmt: skip
+                   count, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms)  # fmt: skip
 
 
 def projection_points(
@@ -323,7 +323,11 @@ def projection_points(
     measured: dict[str, float] | None,
     note: str,
 ) -> list[PredictionPoint]:
-    """The workload's TTFT, TPOT, decode throughput and memory from one projection."""
+    """The workload's TTFT, TPOT, throughput and memory from one projection.
+
+    Beside a measurement (the verdict's static figures: one request's prefill, one
+    decode step at the concurrency) the projection's static figures are compared;
+    alone, the served ones are given (the simulated engine's medians and p99s)."""
     at = {
         "prompt_tokens": workload.prompt_tokens,
         "output_tokens": workload.output_tokens,
@@ -331,12 +335,31 @@ def projection_points(
         "dtype": projection.dtype,
         "device": device,
     }
-    figures = (
-        ("ttft_seconds", "s", projection.ttft_seconds),
-        ("tpot_seconds", "s", projection.tpot_seconds),
-        ("decode_tokens_per_second", "tokens/s", projection.decode_tokens_per_second),
-        ("memory_bytes", "bytes", float(projection.weights_bytes + projection.kv_cache_bytes)),
-    )
+    memory = float(projection.weights_bytes + projection.kv_cache_bytes)
+    served = projection.served
+    if measured is not None or served is None:
+        figures = [
+            ("ttft_seconds", "s", projection.prefill_alone_seconds),
+            ("tpot_seconds", "s", projection.step_seconds),
+            ("decode_tokens_per_second", "tokens/s",
+             workload.concurrency / projection.step_seconds),
+            ("memory_bytes", "bytes", memory),
+        ]  # fmt: skip
+    else:
+        figures = [
+            ("ttft_seconds", "s", served.ttft.p50),
+            ("ttft_p99_seconds", "s", served.ttft.p99),
+            ("tpot_seconds", "s", served.tpot.p50),
+            ("tpot_p99_seconds", "s", served.tpot.p99),
+            ("itl_p99_seconds", "s", served.itl.p99),
+            ("output_tokens_per_second", "tokens/s", served.output_tokens_per_second),
+            ("memory_bytes", "bytes", memory),
+        ]
+        note += (
+            f"; served by a simulated engine (continuous batching, chunked prefill of "
+            f"{served.max_batched_tokens:,} tokens per step) to {workload.concurrency} users, "
+            f"{served.requests} requests"
+        )
     out = []
     for metric, unit, predicted in figures:
         value = measured.get(metric) if measured else None

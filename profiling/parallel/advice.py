@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from profiling import serving
 from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
@@ -14,9 +15,9 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.estimate import assumed, project
 from profiling.facts import Facts
 from profiling.memory import usable_bytes
+from profiling.parallel.layout_advice import layout_advice
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
 from profiling.rule_kit import (
     DISAGGREGATION_MIN_SPIKE,
@@ -27,7 +28,9 @@ from profiling.rule_kit import (
     ms,
     weak,
 )
+from profiling.shapes import DTYPE_BYTES
 from profiling.stats import ratio_interval
+from profiling.step_time import ASSUMED_LINK_BYTES_PER_SECOND, StepModel, kv_capacity_tokens
 from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)
@@ -46,7 +49,7 @@ def parallel(
         why = "split over processes the model's logits differed from one process (a failed check)"
         return [NotRecommended("parallel", why, "parallel.measured")]
     if not needs_more_devices(facts, goal):
-        return [parallel_not_needed(facts), *replicas(facts)]
+        return room_to_spare(facts)
     plan = result.fewest_devices
     if plan is None:
         why = "no tensor × pipeline split of up to 8 devices fits weights and KV cache"
@@ -78,48 +81,12 @@ def parallel(
 # -- where the experiment did not run: an estimate -------------------------------
 
 
-def replicas(facts: Facts) -> list[Outcome]:
-    """With N GPUs for a model that fits on one: N independent replicas (each serving
-    1/N of the requests, no all-reduces) against tensor parallelism over N, both
-    projected on the target GPU's datasheet at the user's concurrency."""
-    gpu, shapes, count = facts.gpu, facts.shapes, facts.gpu_count
-    work = facts.workload
-    if gpu is None or shapes is None or count < 2 or work.concurrency < count:
-        return []
-    dtype = facts.dtype if facts.dtype in ("bfloat16", "float16") else "bfloat16"
-    share = math.ceil(work.concurrency / count)
-    usable = usable_bytes(gpu.memory_bytes)
-    if facts.weights_bytes + facts.kv_bytes_per_token * share * work.context_tokens > usable:
-        return []  # one replica does not fit one GPU: splitting is the way
-    rates = assumed(gpu, dtype, shapes.num_layers)
-    args = (shapes, rates, dtype, work.prompt_tokens, work.output_tokens)
-    split = project(*args, work.concurrency, gpu, count)
-    one = project(*args, share, gpu, 1)
-    gain = split.tpot_seconds / one.tpot_seconds
-    key = "memory.fit"
-    if gain < MIN_GAIN:
-        why = (f"{count} independent replicas: TPOT {ms(one.tpot_seconds)} ms each at "
-               f"{share} requests against {ms(split.tpot_seconds)} ms with TP={count} "
-               "(estimated): the split is faster per token here")  # fmt: skip
-        return [NotRecommended("parallel", why, key)]
-    return [Recommendation(
-        technique="parallel",
-        setting=(
-            f"{count} independent replicas (one per GPU, {share} requests each), not TP={count}"
-        ),
-        expected_effect=ExpectedEffect(
-            f"TPOT {ms(split.tpot_seconds)} → {ms(one.tpot_seconds)} ms and {gain:.2f}× the "
-            "throughput at your concurrency: no all-reduces, no per-pass cost shared out",
-            [Change("tpot_ms", split.tpot_seconds * 1e3, one.tpot_seconds * 1e3, "ms")]),
-        evidence=[Evidence("#memory", key, f"one replica fits one {gpu.key}")],
-        caveats=["estimated from the datasheet on both sides: TP's all-reduces and per-pass "
-                 "costs are assumed, not measured",
-                 "needs a load balancer in front; each replica holds the whole model"],
-        basis=ESTIMATED,
-        serves="generation",
-        gain=gain,
-        confidence="estimated: both deployments projected on the datasheet",
-    )]  # fmt: skip
+def room_to_spare(facts: Facts) -> list[Outcome]:
+    """The workload fits: how best to lay it over the GPUs, or why no split is needed."""
+    outcomes = layout_advice(facts)
+    if any(isinstance(o, Recommendation) for o in outcomes):
+        return outcomes
+    return [parallel_not_needed(facts), *outcomes]
 
 
 def parallel_not_needed(facts: Facts) -> NotRecommended:
@@ -140,7 +107,7 @@ def needs_more_devices(facts: Facts, goal: str) -> bool:
 
 def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
     if not needs_more_devices(facts, goal):
-        return [parallel_not_needed(facts), *replicas(facts)]
+        return room_to_spare(facts)
     gpu, shapes = facts.gpu, facts.shapes
     if gpu is None:
         return []
@@ -261,27 +228,62 @@ def disaggregation_recommendation(
 
 
 def disaggregation_estimate(facts: Facts) -> list[Outcome]:
-    """Only where a TPOT target is met by decode alone and missed when a prefill joins."""
-    target = facts.workload.tpot_ms
-    step, prefill = facts.tpot_seconds, facts.ttft_seconds
-    if facts.workload.concurrency == 1 or target is None:
-        return []
-    mixed = step + prefill
-    if not (step * 1e3 <= target < mixed * 1e3):
-        return []
+    """Only where the simulated engine shows it: with the same GPUs run as aggregated
+    replicas, prefill chunks mixed into decode steps miss the TPOT target, and a
+    prefill/decode split meets it (`profiling.serving.split`)."""
+    work, key = facts.workload, "disaggregation"
+    target = work.tpot_ms
+    if work.concurrency == 1:
+        why = "one request at a time: no prefill ever joins another request's decode"
+        return [NotRecommended("disaggregation", why, key)]
+    if target is None:
+        why = ("no TPOT target given: a prefill/decode split pays only where prefill stalls "
+               "would miss one")  # fmt: skip
+        return [NotRecommended("disaggregation", why, key)]
+    if facts.shapes is None or facts.calibration is None or (facts.fit and not facts.fit.fits):
+        return []  # without shapes nothing to simulate; without room, capacity comes first
+    dtype = facts.dtype if facts.dtype in DTYPE_BYTES else "bfloat16"
+    gpu, count = facts.gpu, max(1, facts.gpu_count)
+    step = StepModel(facts.shapes, facts.calibration, dtype, "", count, gpu)
+    capacity = None
+    if gpu is not None:
+        usable = usable_bytes(gpu.memory_bytes)
+        capacity = kv_capacity_tokens(facts.shapes, dtype, "", gpu, count, usable)
+        if capacity < work.context_tokens:
+            return []  # it does not fit: the capacity rules speak first
+    link = gpu.interconnect_bytes_per_second if gpu else ASSUMED_LINK_BYTES_PER_SECOND
+    p, o = work.prompt_tokens, work.output_tokens
+    apart = serving.split(step, p, o, work.concurrency, link, capacity)
+    engines = apart.prefill_workers + apart.decode_workers
+    users = math.ceil(work.concurrency / engines)
+    together = serving.simulate(step, p, o, concurrency=users, kv_tokens=capacity)
+    gpus = engines * count
+    mixed, alone = together.tpot.p90 * 1e3, apart.tpot.p90 * 1e3
+    same = (f"on the same {gpus} GPUs as {engines} aggregated replicas ({users} users each) "
+            f"TPOT p90 is {mixed:.3g} ms; split {apart.prefill_workers} prefill : "
+            f"{apart.decode_workers} decode it is {alone:.3g} ms")  # fmt: skip
+    if mixed <= target or alone > target:
+        verdict = "the replicas already meet" if mixed <= target else "the split misses too"
+        why = f"simulated serving: {same}, against your {target:g} ms target ({verdict})"
+        return [NotRecommended("disaggregation", why, key)]
+    before = facts.tpot_seconds
+    after = apart.tpot.p50
     return [Recommendation(
         technique="disaggregation",
-        setting="disaggregate prefill and decode onto separate workers",
+        setting=(f"disaggregate: {apart.prefill_workers} prefill : {apart.decode_workers} decode "
+                 f"workers of {count}× {gpu.key if gpu else 'your device'}"),
         expected_effect=ExpectedEffect(
-            f"no prefill stalls decode: worst TPOT {ms(mixed)} → {ms(step)} ms "
-            f"(target {target:g} ms)",
-            [Change("worst_tpot_ms", mixed * 1e3, step * 1e3, "ms")]),
+            f"TPOT {ms(before)} → {ms(after)} ms at your workload ({same})",
+            [Change("tpot_ms", before * 1e3, after * 1e3, "ms"),
+             Change("ttft_ms", facts.ttft_seconds * 1e3, apart.ttft_seconds * 1e3, "ms"),
+             Change("devices", facts.gpu_count, gpus, "GPUs")]),
         evidence=[Evidence("#verdict", f"{facts.timing_key}.tpot",
-                           f"TPOT {ms(step)} ms alone; a {ms(prefill)} ms prefill joins a step")],
-        caveats=["estimated: the parallel experiment (which measures a prefill joining decode "
-                 "steps) did not run; chunked prefill is the other fix",
-                 "more workers to operate, and each request's KV cache crosses the link"],
+                           f"simulated: TPOT p90 {mixed:.3g} ms aggregated, {alone:.3g} ms split")],
+        caveats=["estimated: both sides simulated on the calibration's step times, the split's "
+                 f"prefill workers at {apart.prefill_utilisation:.0%} load",
+                 f"{gpus}× the GPUs of one engine; each prompt's KV cache crosses the link "
+                 f"(+{ms(apart.kv_transfer_seconds)} ms TTFT)"],
         basis=ESTIMATED,
         serves="generation",
-        gain=mixed / step,
+        gain=together.tpot.p50 / after,
     )]  # fmt: skip

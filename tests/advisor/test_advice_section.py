@@ -283,11 +283,12 @@ def test_more_gpus_or_more_requests_change_the_projection(browser, demo_result):
     one = figures(page(browser, demo_result, whatif()))
     two = figures(page(browser, demo_result, whatif(gpu_count=2)))
     busy = figures(page(browser, demo_result, whatif(concurrency=64)))
-    assert one["Time to first token"] != two["Time to first token"]
-    assert one["Time per output token"] != two["Time per output token"]
+    assert one["Time to first token, p50"] != two["Time to first token, p50"]
+    assert one["Time per output token, p50"] != two["Time per output token, p50"]
     assert one["Usable memory"] != two["Usable memory"]
     assert one["KV cache (all requests)"] != busy["KV cache (all requests)"]
-    assert one["Decode throughput (all requests)"] != busy["Decode throughput (all requests)"]
+    assert one["Output throughput (all requests)"] != busy["Output throughput (all requests)"]
+    assert one["Time to first token, p99"] != busy["Time to first token, p99"]
 
 
 def test_the_submitted_column_is_the_librarys_own_projection(browser, demo_result):
@@ -297,9 +298,12 @@ def test_the_submitted_column_is_the_librarys_own_projection(browser, demo_resul
     table = section(html, "what-if").split('id="what-if-figures"')[1].split("</table>")[0]
     on_h100 = {p["metric"]: p["predicted"] for p in demo_result["predictions"]
                if p["at"].get("device") == "1× H100-SXM"}  # fmt: skip
-    assert f'<td>Time to first token</td><td class="num">{ms(on_h100["ttft_seconds"])}<' in table
-    throughput = tok_s(on_h100["decode_tokens_per_second"])
-    assert f'<td>Decode throughput (all requests)</td><td class="num">{throughput}<' in table
+    p50 = ms(on_h100["ttft_seconds"])
+    assert f'<td>Time to first token, p50</td><td class="num">{p50}<' in table
+    p99 = ms(on_h100["ttft_p99_seconds"])
+    assert f'<td>Time to first token, p99</td><td class="num">{p99}<' in table
+    throughput = tok_s(on_h100["output_tokens_per_second"])
+    assert f'<td>Output throughput (all requests)</td><td class="num">{throughput}<' in table
     assert 'id="what-if-advice"' in html
     assert "The advice changes" in html or "The advice stays the same" in html
 

@@ -381,23 +381,3 @@ def test_a_quantized_speedup_inside_the_noise_is_inconclusive(
     advice = advise_profile(Profile.from_dict(base), shapes)
     assert "quantization" not in techniques(advice)
     assert any(n.inconclusive for n in advice.not_recommended if n.technique == "quantization")
-
-
-def test_with_gpus_to_spare_replicas_are_weighed_against_tensor_parallelism() -> None:
-    from profiling.advice.build import estimate_report
-    from profiling.config import Workload
-    from profiling.demo import ensure_demo
-    from profiling.estimate import shipped_configs
-    from profiling.hardware import lookup
-
-    h100, work = lookup("H100"), Workload(prompt_tokens=512, output_tokens=128, concurrency=64)
-    big = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
-    advice, _ = estimate_report(big, h100, 8, "bfloat16", work)
-    (considered,) = [n for n in advice.not_recommended if "replicas" in n.why]
-    assert "TP=8" in considered.why and "faster per token" in considered.why
-    tiny = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
-    advice, _ = estimate_report(tiny, h100, 8, "bfloat16", work)
-    (rec,) = [r for r in advice.recommendations if "replicas" in r.setting]
-    assert rec.setting.startswith("8 independent replicas (one per GPU, 8 requests each)")
-    tpot = rec.expected_effect.changes[0]
-    assert tpot.after < tpot.before and rec.gain == pytest.approx(tpot.before / tpot.after)

@@ -1,0 +1,157 @@
+"""Ways to lay a model over N GPUs, each served by the simulated engine, and the best one.
+
+A layout is tensor parallelism over `tp` GPUs, pipeline stages over `pp`, and
+`replicas` independent copies of that engine behind a load balancer
+(tp × pp × replicas = the GPUs used), the users split evenly over the copies.
+Each layout that fits is served at the user's workload (`profiling.serving`):
+tensor parallelism pays its all-reduces per layer; a pipeline stage holds
+1/pp of the layers, so a step is the slowest stage's share plus a
+point-to-point send of the rows' activations between stages, and a request's
+token passes every stage in turn (pipelining overlaps different requests'
+steps, not one request's, so per-user latency does not drop with pp while
+throughput rises as the stages fill). The front is the set of layouts no
+other beats on both throughput per GPU and per-user TPOT; the pick is the
+highest-throughput layout whose requests meet the user's targets (at the
+90th percentile), or the highest-throughput one when no target is given.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from profiling.config import Workload
+from profiling.estimate import Calibration
+from profiling.hardware import GPU
+from profiling.memory import usable_bytes
+from profiling.serving import Served, simulate
+from profiling.shapes import Shapes
+from profiling.step_time import StepModel, kv_capacity_tokens
+
+SIZES = (1, 2, 4, 8)
+SEND_LATENCY_S = 10e-6  # one point-to-point send between stages (assumed, as the all-reduce's)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One pass through pp stages of a tp-way split, the rows' activations sent between them."""
+
+    step: StepModel
+    pp: int
+
+    def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
+        whole = self.step.seconds(rows, context, chunks)
+        if self.pp == 1:
+            return whole
+        link = self.step.gpu.interconnect_bytes_per_second if self.step.gpu else 32e9
+        tokens = rows + sum(t for t, _ in chunks)
+        send = tokens * self.step.shapes.hidden_size * 2 / link + SEND_LATENCY_S
+        # A token crosses every stage in turn: the whole pass (each stage 1/pp of the
+        # layers, tp-way split) plus a send at each stage boundary.
+        return whole + (self.pp - 1) * send
+
+
+@dataclass
+class Layout:
+    tp: int
+    pp: int
+    replicas: int
+    users: int  # per copy
+    fits: bool
+    served: Served | None = None
+    throughput: float = 0.0  # output tokens/s over all copies
+    meets: bool | None = None  # the targets at p90 (None: no target given)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.replicas
+
+    @property
+    def name(self) -> str:
+        parts = [f"TP={self.tp}"]
+        if self.pp > 1:
+            parts.append(f"PP={self.pp}")
+        copies = f"{self.replicas} replicas of " if self.replicas > 1 else ""
+        return f"{copies}{' × '.join(parts)}"
+
+    @property
+    def per_gpu(self) -> float:
+        return self.throughput / self.gpus if self.gpus else 0.0
+
+
+def search(
+    shapes: Shapes,
+    calibration: Calibration,
+    dtype: str,
+    workload: Workload,
+    gpu: GPU,
+    gpus: int,
+) -> list[Layout]:
+    """Every tp × pp × replicas using all `gpus`, served at the workload (those that fit)."""
+    out = []
+    for tp in SIZES:
+        for pp in SIZES:
+            if gpus % (tp * pp) or tp > shapes.num_attention_heads:
+                continue
+            replicas = gpus // (tp * pp)
+            users = math.ceil(workload.concurrency / replicas)
+            layout = Layout(tp, pp, replicas, users, fits=False)
+            out.append(_serve(layout, shapes, calibration, dtype, workload, gpu))
+    return out
+
+
+def _serve(
+    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU
+) -> Layout:
+    devices = layout.tp * layout.pp
+    capacity = kv_capacity_tokens(shapes, dtype, "", gpu, devices, usable_bytes(gpu.memory_bytes))
+    if capacity is None or capacity < w.context_tokens * layout.users:
+        return layout  # its users' KV caches do not fit beside the weights
+    # The pp stages hold pp groups of users in flight, one group per stage: each group
+    # is served like a tp-way engine whose pass also crosses the stage boundaries.
+    groups = min(layout.pp, layout.users)
+    step = Staged(StepModel(shapes, calibration, dtype, "", layout.tp, gpu), layout.pp)
+    ttft = w.ttft_ms / 1e3 if w.ttft_ms else None
+    tpot = w.tpot_ms / 1e3 if w.tpot_ms else None
+    served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
+                      concurrency=math.ceil(layout.users / groups), kv_tokens=capacity // groups,
+                      ttft_slo=ttft, tpot_slo=tpot)  # fmt: skip
+    layout.fits = True
+    layout.served = served
+    layout.throughput = served.output_tokens_per_second * groups * layout.replicas
+    if ttft is not None or tpot is not None:
+        layout.meets = (ttft is None or served.ttft.p90 <= ttft) and (
+            tpot is None or served.tpot.p90 <= tpot
+        )
+    if layout.pp > layout.users:
+        layout.notes.append(f"{layout.pp - layout.users} of {layout.pp} stages idle: fewer "
+                            "users than stages (pipeline bubbles)")  # fmt: skip
+    return layout
+
+
+def front(layouts: list[Layout]) -> list[Layout]:
+    """Layouts no other beats on both throughput per GPU and TPOT p50."""
+    fitting = [x for x in layouts if x.fits and x.served is not None]
+    out = []
+    for x in fitting:
+        assert x.served is not None
+        beaten = any(
+            y is not x
+            and y.served is not None
+            and y.per_gpu >= x.per_gpu
+            and y.served.tpot.p50 <= x.served.tpot.p50
+            and (y.per_gpu > x.per_gpu or y.served.tpot.p50 < x.served.tpot.p50)
+            for y in fitting
+        )
+        if not beaten:
+            out.append(x)
+    return sorted(out, key=lambda x: -x.per_gpu)
+
+
+def best(layouts: list[Layout]) -> Layout | None:
+    """The highest-throughput layout meeting the targets (any, when none is given)."""
+    pool = [x for x in layouts if x.fits and x.meets is not False]
+    if not pool:
+        return None
+    return max(pool, key=lambda x: (x.throughput, -x.tp * x.pp))

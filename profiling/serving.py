@@ -1,0 +1,396 @@
+"""Serving, simulated: continuous batching with chunked prefill over a step-time model.
+
+No torch import: the estimate, the what-if and the advice all serve the user's
+workload through here, from a calibration (datasheet or measured).
+
+A serving engine runs in steps. Each step is one forward over every running
+request's next token (decode rows) plus chunks of waiting prompts (prefill),
+up to a token budget per step; a request's first token comes out of the step
+that finishes its prompt, and each later token out of one decode step. So a
+request's TTFT includes the wait for a step with room and the decode rows it
+shares that step with, and its TPOT includes the prefill chunks mixed into
+its decode steps: the two effects a static "prefill, then decode at batch =
+concurrency" sum leaves out.
+
+The step time comes from `profiling.step_time` (the calibration's roofline of
+the whole step's work, tensor parallelism's all-reduces included). Users are a
+closed loop (`concurrency` users, each sending their next request when the last
+one ends, as a benchmark's max-concurrency does, spread over one request's time
+as in steady state) or an open one (Poisson arrivals at `rate` per second,
+seeded). A prefill/decode split (`split`) serves the same users on a decode
+worker whose steps carry no prompt, fed by prefill workers sized to its rate.
+Admission follows vLLM's scheduler: first come, first served; decode rows
+before prefill chunks; a request enters only when the KV of its whole context
+fits what the weights leave (no preemption: a conservative reading).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from profiling import serde
+from profiling.step_time import StepModel
+
+# vLLM's defaults for online serving (chunked prefill on).
+MAX_BATCHED_TOKENS = 8192
+MAX_SEQS = 256
+# Requests per closed-loop user simulated: enough for a p99 over many requests
+# without the start-up wave (every user at t = 0) dominating it.
+ROUNDS = 8
+MIN_REQUESTS = 64
+# A run of decode-only steps is advanced in blocks of at most this many steps at
+# the block's mid-point cost (exact while the step time is linear in context).
+BLOCK_STEPS = 16
+
+
+@dataclass
+class Percentiles:
+    p50: float
+    p90: float
+    p99: float
+
+
+def percentiles(values: list[float], weights: list[float] | None = None) -> Percentiles:
+    """p50/p90/p99 of (weighted) samples: the smallest value with at least that share below
+    it and at it (no interpolation: every figure is one a request saw)."""
+    if not values:
+        return Percentiles(0.0, 0.0, 0.0)
+    weights = weights or [1.0] * len(values)
+    pairs = sorted(zip(values, weights, strict=True))
+    total = sum(weights)
+    out = []
+    for q in (0.50, 0.90, 0.99):
+        seen = 0.0
+        for value, weight in pairs:
+            seen += weight
+            if seen >= q * total - 1e-9:
+                out.append(value)
+                break
+        else:
+            out.append(pairs[-1][0])
+    return Percentiles(*out)
+
+
+@dataclass
+class Served:
+    """The workload served by the simulated engine: what a serving benchmark would print."""
+
+    mode: str  # "closed" (concurrency users) or "open" (arrival rate)
+    concurrency: int  # users (closed) or 0 (open)
+    arrival_rate: float  # requests per second offered (open) or 0 (closed)
+    requests: int
+    ttft: Percentiles  # seconds, over requests
+    tpot: Percentiles  # seconds, (e2e − TTFT) / (output − 1) over requests
+    itl: Percentiles  # seconds, over every gap between two tokens of a request
+    e2e: Percentiles  # seconds, over requests
+    queue_seconds_mean: float  # arrival to first step that schedules the request
+    queue_share: float  # of the mean end-to-end time
+    prefill_share: float  # mean TTFT after the queue, of the mean end-to-end time
+    decode_share: float  # the rest
+    output_tokens_per_second: float
+    requests_per_second: float
+    goodput_requests_per_second: float | None  # meeting both SLOs (None: no SLO given)
+    slo_attainment: float | None
+    mean_batch: float  # decode rows per step, over time
+    mixed_step_share: float  # of steps carrying a prefill chunk
+    max_running: int  # admission limit the KV cache and max_seqs set
+    steps: int
+    max_batched_tokens: int = MAX_BATCHED_TOKENS
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return serde.to_dict(self)
+
+
+@dataclass
+class _Request:
+    arrival: float
+    prompt: int
+    output: int
+    prefilled: int = 0
+    started: float | None = None  # first step scheduling it
+    first_token: float | None = None
+    user: int = -1
+
+
+def simulate(
+    step: StepModel,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int = 0,
+    rate: float = 0.0,
+    requests: int | None = None,
+    kv_tokens: int | None = None,
+    max_batched_tokens: int = MAX_BATCHED_TOKENS,
+    max_seqs: int = MAX_SEQS,
+    ttft_slo: float | None = None,
+    tpot_slo: float | None = None,
+    seed: int = 0,
+) -> Served:
+    """Serve `requests` requests of `prompt_tokens` + `output_tokens` to `concurrency`
+    closed-loop users (or at `rate` requests/s, open loop) and measure them as a
+    benchmark client would."""
+    if concurrency <= 0 and rate <= 0:
+        raise ValueError("give a concurrency or an arrival rate")
+    closed = concurrency > 0
+    context = prompt_tokens + output_tokens
+    limit = max_seqs
+    if kv_tokens is not None:
+        limit = min(limit, kv_tokens // context)
+    if limit < 1:
+        raise ValueError("one request's KV cache does not fit the memory left by the weights")
+    # Every user served several times, but the engine's share of the work is what costs
+    # time: users beyond what it runs at once only wait.
+    rounds = min(ROUNDS * concurrency, ROUNDS * min(concurrency, limit) + concurrency)
+    total = requests or max(MIN_REQUESTS, rounds if closed else MIN_REQUESTS)
+    budget = max(max_batched_tokens, 1)
+
+    rng = random.Random(seed)
+    arrivals: list[_Request] = []  # due, sorted latest first (pop() takes the earliest)
+    if closed:
+        # Users in steady state are spread over one request's duration, not lined up at
+        # t = 0 (with equal lengths a lined-up start would stay in lock-step for ever).
+        alone = step.seconds(0, 0, ((prompt_tokens, 0),))
+        rows = min(concurrency, limit)
+        decode = step.seconds(rows, rows * (prompt_tokens + output_tokens / 2))
+        spread = alone + decode * max(output_tokens - 1, 0)
+        for user in range(concurrency):
+            arrivals.append(_Request(user * spread / concurrency, prompt_tokens, output_tokens,
+                                     user=user))  # fmt: skip
+        issued = concurrency
+    else:
+        t = 0.0
+        for _ in range(total):
+            t += rng.expovariate(rate)
+            arrivals.append(_Request(t, prompt_tokens, output_tokens))
+        issued = total
+    arrivals.reverse()
+    waiting: list[_Request] = []
+
+    now = 0.0
+    prefilling: list[_Request] = []
+    # Decode rows: (step index at which the row ends, tie, request); every row gains a
+    # token per step, so `rows_context` grows by the row count each step.
+    finishing: list[tuple[int, int, _Request]] = []
+    step_index = 0
+    rows_context = 0.0
+    done: list[tuple[_Request, float]] = []
+    gaps: list[float] = []
+    gap_weights: list[float] = []
+    busy_rows = 0.0
+    busy_time = 0.0
+    mixed_steps = 0
+    steps = 0
+    tie = 0
+
+    def running() -> int:
+        return len(prefilling) + len(finishing)
+
+    def complete(request: _Request) -> None:
+        nonlocal issued
+        done.append((request, now))
+        if closed and issued < total:  # the same user sends the next request at once
+            waiting.append(_Request(now, request.prompt, request.output, user=request.user))
+            issued += 1
+
+    while len(done) < total:
+        while arrivals and arrivals[-1].arrival <= now:
+            waiting.append(arrivals.pop())
+        # Admit first come, first served while the KV cache and max_seqs allow.
+        while waiting and running() < limit:
+            prefilling.append(waiting.pop(0))
+        rows = len(finishing)
+        if not prefilling and not rows:
+            now = arrivals[-1].arrival  # idle until the next arrival
+            continue
+        chunks: list[tuple[int, int]] = []
+        left = budget - rows
+        scheduled: list[tuple[_Request, int]] = []
+        for request in prefilling:
+            if left <= 0:
+                break
+            take = min(request.prompt - request.prefilled, left)
+            chunks.append((take, request.prefilled))
+            scheduled.append((request, take))
+            left -= take
+        if not chunks:
+            # Decode only: advance a block of steps up to the next event.
+            k = finishing[0][0] - step_index
+            k = max(1, min(k, BLOCK_STEPS))
+            if arrivals:
+                first = step.seconds(rows, rows_context)
+                k = max(1, min(k, math.ceil((arrivals[-1].arrival - now) / first)))
+            seconds = step.seconds(rows, rows_context + rows * (k - 1) / 2)
+            elapsed = k * seconds
+        else:
+            k = 1
+            seconds = step.seconds(rows, rows_context, tuple(chunks))
+            elapsed = seconds
+            mixed_steps += 1
+            for request, _ in scheduled:
+                if request.started is None:
+                    request.started = now
+        now += elapsed
+        steps += k
+        step_index += k
+        rows_context += rows * k
+        if rows:
+            gaps.append(seconds)
+            gap_weights.append(rows * k)
+        busy_rows += rows * elapsed
+        busy_time += elapsed
+        # Requests whose prompt is done emit their first token and join the decode rows.
+        for request, take in scheduled:
+            request.prefilled += take
+            if request.prefilled == request.prompt:
+                prefilling.remove(request)
+                request.first_token = now
+                if request.output <= 1:
+                    complete(request)
+                    continue
+                tie += 1
+                heapq.heappush(finishing, (step_index + request.output - 1, tie, request))
+                rows_context += request.prompt + 1
+        while finishing and finishing[0][0] <= step_index:
+            _, _, request = heapq.heappop(finishing)
+            rows_context -= request.prompt + request.output
+            complete(request)
+
+    return _measure(
+        done, gaps, gap_weights, now, steps, mixed_steps, busy_rows, busy_time, closed,
+        concurrency, rate, limit, budget, output_tokens, ttft_slo, tpot_slo,
+    )  # fmt: skip
+
+
+def _measure(
+    done: list[tuple[_Request, float]],
+    gaps: list[float],
+    gap_weights: list[float],
+    end: float,
+    steps: int,
+    mixed_steps: int,
+    busy_rows: float,
+    busy_time: float,
+    closed: bool,
+    concurrency: int,
+    rate: float,
+    limit: int,
+    budget: int,
+    output_tokens: int,
+    ttft_slo: float | None,
+    tpot_slo: float | None,
+) -> Served:
+    ttfts, tpots, e2es, queues = [], [], [], []
+    good = 0
+    for request, finished in done:
+        first = request.first_token if request.first_token is not None else finished
+        ttft = first - request.arrival
+        e2e = finished - request.arrival
+        tpot = (e2e - ttft) / (request.output - 1) if request.output > 1 else 0.0
+        ttfts.append(ttft)
+        tpots.append(tpot)
+        e2es.append(e2e)
+        queues.append((request.started if request.started is not None else first) - request.arrival)
+        ok = (ttft_slo is None or ttft <= ttft_slo) and (tpot_slo is None or tpot <= tpot_slo)
+        good += ok
+    n = len(done)
+    mean_e2e = sum(e2es) / n
+    mean_queue = sum(queues) / n
+    mean_prefill = sum(ttfts) / n - mean_queue
+    has_slo = ttft_slo is not None or tpot_slo is not None
+    notes = []
+    if limit < (concurrency or limit):
+        notes.append(
+            f"the KV cache holds {limit} requests at a time: the other "
+            f"{concurrency - limit} users wait in the queue"
+        )
+    return Served(
+        mode="closed" if closed else "open",
+        concurrency=concurrency if closed else 0,
+        arrival_rate=0.0 if closed else rate,
+        requests=n,
+        ttft=percentiles(ttfts),
+        tpot=percentiles(tpots),
+        itl=percentiles(gaps, gap_weights),
+        e2e=percentiles(e2es),
+        queue_seconds_mean=mean_queue,
+        queue_share=mean_queue / mean_e2e if mean_e2e else 0.0,
+        prefill_share=mean_prefill / mean_e2e if mean_e2e else 0.0,
+        decode_share=1 - (mean_queue + mean_prefill) / mean_e2e if mean_e2e else 0.0,
+        output_tokens_per_second=n * output_tokens / end if end else 0.0,
+        requests_per_second=n / end if end else 0.0,
+        goodput_requests_per_second=good / end if has_slo and end else None,
+        slo_attainment=good / n if has_slo else None,
+        mean_batch=busy_rows / busy_time if busy_time else 0.0,
+        mixed_step_share=mixed_steps / steps if steps else 0.0,
+        max_running=limit,
+        steps=steps,
+        max_batched_tokens=budget,
+        notes=notes,
+    )
+
+
+@dataclass(frozen=True)
+class DecodeOnly:
+    """A decode worker's step: prompts are prefilled elsewhere, so chunks cost it nothing."""
+
+    step: StepModel
+
+    def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
+        return self.step.seconds(rows, context) if rows else 0.0
+
+
+@dataclass
+class Split:
+    """Prefill and decode on separate workers (each of the step model's layout), served."""
+
+    decode: Served  # the decode worker's requests; TTFT there counts from the KV's arrival
+    prefill_workers: int
+    decode_workers: int
+    prefill_seconds: float  # one prompt alone on a prefill worker
+    prefill_utilisation: float  # of each prefill worker, at the decode side's request rate
+    prefill_wait_seconds: float  # mean wait for a prefill worker (M/D/1)
+    kv_transfer_seconds: float
+    ttft_seconds: float  # p50: wait + prefill + KV transfer + the decode worker's first step
+    tpot: Percentiles
+
+
+# A prefill worker run busier than this queues prompts for long (M/D/1 wait grows as
+# ρ / (1 − ρ)); the split adds prefill workers until each is below it.
+MAX_PREFILL_UTILISATION = 0.8
+
+
+def split(
+    step: StepModel,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int,
+    link_bytes_per_second: float,
+    kv_tokens: int | None = None,
+) -> Split:
+    """Disaggregated serving of the closed-loop workload: a decode worker holding the
+    users' requests in pure decode steps, and as many prefill workers as its request
+    rate needs, each prompt's KV cache sent over the link once."""
+    decode = simulate(DecodeOnly(step), prompt_tokens, output_tokens,  # type: ignore[arg-type]
+                      concurrency=concurrency, kv_tokens=kv_tokens)  # fmt: skip
+    prefill = step.seconds(0, 0, ((prompt_tokens, 0),))
+    load = decode.requests_per_second * prefill
+    workers = max(1, math.ceil(load / MAX_PREFILL_UTILISATION))
+    rho = load / workers
+    wait = rho / (2 * (1 - rho)) * prefill
+    transfer = step.kv_token * prompt_tokens / link_bytes_per_second
+    return Split(
+        decode=decode,
+        prefill_workers=workers,
+        decode_workers=1,
+        prefill_seconds=prefill,
+        prefill_utilisation=rho,
+        prefill_wait_seconds=wait,
+        kv_transfer_seconds=transfer,
+        ttft_seconds=wait + prefill + transfer + decode.ttft.p50,
+        tpot=decode.tpot,
+    )

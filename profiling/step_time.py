@@ -1,0 +1,97 @@
+"""The time of one serving-engine step, from a calibration's two phase models.
+
+No torch import. A step is one forward over every running request's next token
+(decode rows, with the context each holds) plus chunks of prompts being
+prefilled. Its work is counted in FLOPs and bytes read (weights once, a mixture
+of experts only the experts its rows route to; every row's KV cache; the KV
+written), and its time is the slower of the calibration's two phase models on
+that work (prefill's compute-bound one, decode's memory-bound one), never below
+the per-pass floor. Tensor parallelism divides the work and adds a ring
+all-reduce per half layer over all the step's rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from profiling.hardware import GPU
+from profiling.shapes import Shapes
+
+
+class PhaseModel(Protocol):
+    def seconds(self, flops: float, bytes_: float) -> float: ...
+
+
+class Rates(Protocol):
+    """What the step model reads of a calibration (`profiling.estimate.Calibration`)."""
+
+    prefill: PhaseModel
+    decode: PhaseModel
+
+
+# Tensor parallelism all-reduces the activations twice per layer (after attention and
+# after the MLP). A ring moves 2(n−1)/n of the data over each link and pays a fixed
+# latency per call (an assumption; NCCL within one node is of this order).
+ALLREDUCE_LATENCY_S = 10e-6
+ASSUMED_LINK_BYTES_PER_SECOND = 32e9  # PCIe 4.0 x16, where no GPU is named
+ACTIVATION_BYTES = 2  # bf16/fp16 activations
+
+
+def allreduce_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None) -> float:
+    """Seconds of one pass's tensor-parallel all-reduces over `tokens` rows."""
+    if devices <= 1:
+        return 0.0
+    link = gpu.interconnect_bytes_per_second if gpu is not None else ASSUMED_LINK_BYTES_PER_SECOND
+    size = tokens * shapes.hidden_size * ACTIVATION_BYTES
+    one = 2 * (devices - 1) / devices * size / link + ALLREDUCE_LATENCY_S
+    return 2 * shapes.num_layers * one
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """Seconds of one engine step: decode rows over their summed context, plus prefill chunks."""
+
+    shapes: Shapes
+    rates: Rates
+    dtype: str  # the weights'
+    kv_dtype: str = ""  # the KV cache's ("" = the weights')
+    devices: int = 1  # tensor-parallel ranks sharing each step
+    gpu: GPU | None = None
+
+    @property
+    def kv_token(self) -> int:
+        return self.shapes.kv_bytes_per_token(self.kv_dtype or self.dtype)
+
+    def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
+        """`rows` decode rows holding `context` tokens in all; `chunks`: (tokens, offset)
+        of each prompt chunk, the offset being the prompt tokens already cached."""
+        s = self.shapes
+        width = s.num_attention_heads * s.head_dim
+        prompt_tokens = sum(t for t, _ in chunks)
+        flops = rows * 2 * (s.active_body_params + s.head_params) + 4 * s.num_layers * width * (
+            context
+        )
+        kv_moved = context
+        for tokens, offset in chunks:
+            flops += 2 * s.active_body_params * tokens + 2 * s.head_params
+            flops += 4 * s.num_layers * width * tokens * (offset + tokens / 2)
+            kv_moved += offset + tokens
+        weights = s.decode_bytes(self.dtype, rows + prompt_tokens, 0)
+        bytes_ = weights + self.kv_token * kv_moved
+        n = self.devices
+        work = (flops / n, bytes_ / n)
+        seconds = self.rates.decode.seconds(*work)
+        if chunks:
+            seconds = max(seconds, self.rates.prefill.seconds(*work))
+        return seconds + allreduce_seconds(s, rows + prompt_tokens, n, self.gpu)
+
+
+def kv_capacity_tokens(
+    shapes: Shapes, dtype: str, kv_dtype: str, gpu: GPU | None, devices: int, usable: int | None
+) -> int | None:
+    """Tokens of KV cache the memory left by the weights holds (None: not limited)."""
+    if gpu is None or usable is None:
+        return None
+    room = usable * devices - shapes.weights_bytes(dtype)
+    return max(0, room // max(1, shapes.kv_bytes_per_token(kv_dtype or dtype)))

@@ -1,0 +1,144 @@
+"""The simulated engine: continuous batching with chunked prefill, checked against cases
+whose answer is known in closed form, and against the properties a served workload has."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from profiling.estimate import assumed, project, shipped_configs
+from profiling.hardware import lookup
+from profiling.serving import percentiles, simulate
+from profiling.shapes import Shapes
+from profiling.step_time import StepModel
+
+
+@dataclass
+class Fixed:
+    """A phase whose every pass takes the same time."""
+
+    value: float
+
+    def seconds(self, flops: float, bytes_: float) -> float:
+        return self.value
+
+
+@dataclass
+class FixedRates:
+    prefill: Fixed
+    decode: Fixed
+
+
+def fixed_step(seconds: float) -> StepModel:
+    return StepModel(llama8b(), FixedRates(Fixed(seconds), Fixed(seconds)), "bfloat16")
+
+
+def llama8b() -> Shapes:
+    return Shapes.from_config(shipped_configs()["llama-3.1-8b"])
+
+
+def h100_step(devices: int = 1, dtype: str = "bfloat16") -> StepModel:
+    gpu = lookup("H100")
+    shapes = llama8b()
+    return StepModel(shapes, assumed(gpu, dtype, shapes.num_layers), dtype, "", devices, gpu)
+
+
+def test_one_user_with_fixed_steps_is_exact():
+    # Prompt in one step (first token), then 9 decode steps, back to back.
+    served = simulate(fixed_step(0.01), 100, 10, concurrency=1, requests=5)
+    assert served.requests == 5
+    assert served.ttft.p50 == pytest.approx(0.01)
+    assert served.tpot.p99 == pytest.approx(0.01)
+    assert served.e2e.p50 == pytest.approx(0.10)
+    assert served.output_tokens_per_second == pytest.approx(100)
+    assert served.queue_share == 0
+    assert served.itl.p50 == pytest.approx(0.01)
+
+
+def test_a_prompt_longer_than_the_step_budget_takes_several_steps():
+    served = simulate(fixed_step(0.01), 1000, 4, concurrency=1, requests=3, max_batched_tokens=256)
+    assert served.ttft.p50 == pytest.approx(0.04)  # 256 + 256 + 256 + 232 tokens
+
+
+def test_users_beyond_the_kv_cache_wait_in_the_queue():
+    served = simulate(fixed_step(0.01), 100, 10, concurrency=4, kv_tokens=2 * 110)
+    assert served.max_running == 2
+    assert served.queue_share > 0.3  # half the users wait about one request's time
+    assert any("holds 2 requests" in note for note in served.notes)
+    unlimited = simulate(fixed_step(0.01), 100, 10, concurrency=4)
+    assert served.ttft.p50 > 3 * unlimited.ttft.p50
+
+
+def test_no_room_for_one_request_is_an_error():
+    with pytest.raises(ValueError, match="does not fit"):
+        simulate(fixed_step(0.01), 100, 10, concurrency=1, kv_tokens=50)
+
+
+def test_prefill_mixed_into_decode_steps_slows_tokens():
+    step = h100_step()
+    served = simulate(step, 2048, 128, concurrency=32)
+    alone = step.seconds(32, 32 * (2048 + 64))
+    assert served.tpot.p50 > alone  # each arriving prompt rides a decode step
+    assert served.itl.p99 > 1.5 * alone  # and the step carrying it is the slow one
+    assert served.mixed_step_share > 0.1
+
+
+def test_throughput_never_scales_beyond_the_users():
+    step = h100_step()
+    one = simulate(step, 512, 128, concurrency=1).output_tokens_per_second
+    previous = one
+    for users in (2, 8, 32, 128):
+        tput = simulate(step, 512, 128, concurrency=users).output_tokens_per_second
+        assert previous <= tput <= users * one * 1.001
+        previous = tput
+
+
+def test_latency_grows_with_load_in_an_open_loop():
+    step = h100_step()
+    light = simulate(step, 512, 128, rate=1.0, requests=100)
+    heavy = simulate(step, 512, 128, rate=40.0, requests=300)
+    assert light.mode == "open" and light.arrival_rate == 1.0
+    assert heavy.ttft.p99 > light.ttft.p99
+    assert heavy.tpot.p50 > light.tpot.p50
+    assert heavy.requests_per_second > 10 * light.requests_per_second
+
+
+def test_goodput_counts_the_requests_that_meet_both_targets():
+    step = h100_step()
+    easy = simulate(step, 512, 128, concurrency=8, ttft_slo=10.0, tpot_slo=1.0)
+    assert easy.slo_attainment == 1.0
+    assert easy.goodput_requests_per_second == pytest.approx(easy.requests_per_second)
+    hard = simulate(step, 512, 128, concurrency=8, tpot_slo=1e-6)
+    assert hard.slo_attainment == 0.0 and hard.goodput_requests_per_second == 0.0
+    none = simulate(step, 512, 128, concurrency=8)
+    assert none.goodput_requests_per_second is None
+
+
+def test_tensor_parallel_steps_pay_their_all_reduces():
+    one, two = h100_step(1), h100_step(2)
+    rows = 16
+    split = two.seconds(rows, rows * 1000)
+    assert split > one.seconds(rows, rows * 1000) / 2  # not a free halving
+    assert split < one.seconds(rows, rows * 1000)
+
+
+def test_weighted_percentiles():
+    p = percentiles([1.0, 2.0, 3.0], [98, 1, 1])
+    assert (p.p50, p.p90, p.p99) == (1.0, 1.0, 2.0)  # 99 of 100 at or below 2
+    assert percentiles([1.0, 2.0, 3.0], [97, 1, 2]).p99 == 3.0
+    assert percentiles([5.0]).p99 == 5.0
+
+
+def test_the_projection_reports_the_served_percentiles():
+    gpu = lookup("H100")
+    shapes = llama8b()
+    rates = assumed(gpu, "bfloat16", shapes.num_layers)
+    p = project(shapes, rates, "bfloat16", 512, 128, 16, gpu, 1, tpot_ms=50)
+    assert p.served is not None
+    assert p.ttft_seconds == p.served.ttft.p50 and p.tpot_seconds == p.served.tpot.p50
+    assert p.served.ttft.p99 >= p.ttft_seconds
+    assert p.prefill_alone_seconds <= p.ttft_seconds
+    assert p.served.slo_attainment == 1.0
+    # The simulation of a whole scenario stays cheap enough for a layout search.
+    assert p.served.steps < 5000
