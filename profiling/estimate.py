@@ -21,6 +21,7 @@ the error shown next to a measurement is an honest out-of-sample error.
 from __future__ import annotations
 
 import json
+import statistics
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Protocol
@@ -28,6 +29,7 @@ from typing import Any, Protocol
 from profiling import serde
 from profiling.hardware import GPU
 from profiling.memory import usable_bytes
+from profiling.precision import PRECISIONS, kv_format, weights_format
 from profiling.rate_fit import Point, best_fit
 from profiling.results import DecodePoint, Environment, PrefillPoint
 from profiling.serving import Served, simulate
@@ -107,10 +109,19 @@ class Calibration:
 
 def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
     """Datasheet peaks times the assumed efficiencies, plus an assumed per-pass cost for
-    a model of `layers` layers: an estimate, no measurement."""
-    peak = gpu.peak_flops(dtype) or gpu.bf16_flops_per_second
+    a model of `layers` layers: an estimate, no measurement. `dtype` is a torch dtype
+    or a serving precision (`profiling.precision`): its matmuls run at that format's
+    peak, and a weight-only format pays its unpacking on the bytes it reads."""
+    form = PRECISIONS.get(dtype)
+    if form is not None and form.compute in ("float8", "int8"):
+        peak = form.peak(gpu)
+        if not peak:
+            raise ValueError(f"{gpu.label} has no {form.label} peak: it does not run {form.key}")
+    else:
+        peak = gpu.peak_flops(dtype) or gpu.bf16_flops_per_second
     if not peak:
         raise ValueError(f"the catalog has no compute peak for {gpu.key}")
+    dequant = form.dequant if form is not None else 0.0
     per_pass = ASSUMED_PASS_SECONDS + layers * ASSUMED_LAYER_SECONDS
     return Calibration(
         basis=ESTIMATED,
@@ -119,7 +130,9 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
             flops_per_second=peak * ASSUMED_COMPUTE_EFFICIENCY, overhead_seconds=per_pass
         ),
         decode=PhaseRate(
-            bytes_per_second=gpu.memory_bandwidth_bytes_per_second * ASSUMED_BANDWIDTH_EFFICIENCY,
+            bytes_per_second=gpu.memory_bandwidth_bytes_per_second
+            * ASSUMED_BANDWIDTH_EFFICIENCY
+            / (1 + dequant),
             overhead_seconds=per_pass,
         ),
         note=(
@@ -127,6 +140,8 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
             f"{ASSUMED_BANDWIDTH_EFFICIENCY:.0%} bandwidth efficiency, plus "
             f"{per_pass * 1e3:.2f} ms per pass for scheduling, sampling and kernel launches "
             "(assumed, not measured)"
+            + (f"; {form.label} at its {peak / 1e12:,.0f} TFLOP/s peak" if form else "")
+            + (f", {dequant:.0%} more time per byte in its kernels" if dequant else "")
         ),
     )
 
@@ -252,11 +267,8 @@ def leave_one_out(shapes: Shapes, profile: Measured) -> list[Prediction]:
 
 
 def median_abs_error(predictions: list[Prediction]) -> float | None:
-    errors = sorted(abs(p.error) for p in predictions if p.error is not None)
-    if not errors:
-        return None
-    mid = len(errors) // 2
-    return errors[mid] if len(errors) % 2 else (errors[mid - 1] + errors[mid]) / 2
+    errors = [abs(p.error) for p in predictions if p.error is not None]
+    return statistics.median(errors) if errors else None
 
 
 @dataclass
@@ -311,33 +323,35 @@ def project(
 ) -> Projection:
     """TTFT, TPOT, throughput and fit for a workload served by `gpu_count` devices in
     tensor parallel (weights and KV split over them)."""
-    weights = shapes.weights_bytes(dtype)
-    kv_token = shapes.kv_bytes_per_token(kv_dtype or dtype)
+    weights = shapes.weights_bytes(weights_format(dtype))
+    kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))
     kv = kv_token * concurrency * (prompt_tokens + output_tokens)
     step = StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu)
     alone = step.seconds(0, 0, ((prompt_tokens, 0),))
-    mid_context = prompt_tokens + output_tokens // 2
-    static_step = step.seconds(concurrency, concurrency * mid_context)
+    static_step = step.seconds(concurrency, concurrency * (prompt_tokens + output_tokens // 2))
     fits, capacity = None, None
     if gpu is not None:
         usable = usable_bytes(gpu.memory_bytes)
         fits = weights + kv <= usable * gpu_count  # the fit check's
         capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, usable)
-    notes = []
-    served = None
+    notes, served = [], None
     if capacity is None or capacity >= prompt_tokens + output_tokens:
-        served = simulate(
-            step, prompt_tokens, output_tokens, concurrency=concurrency, kv_tokens=capacity,
-            ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
-            tpot_slo=tpot_ms / 1e3 if tpot_ms else None,
-        )  # fmt: skip
+        try:
+            served = simulate(
+                step, prompt_tokens, output_tokens, concurrency=concurrency, kv_tokens=capacity,
+                ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
+                tpot_slo=tpot_ms / 1e3 if tpot_ms else None,
+            )  # fmt: skip
+        except ValueError as exc:
+            notes.append(f"not served by the simulated engine ({exc})")
+    if served is not None:
         notes += served.notes
         ttft, tpot, e2e = served.ttft.p50, served.tpot.p50, served.e2e.p50
         throughput, prefill_share = served.output_tokens_per_second, served.prefill_share
         queue_share = served.queue_share
     else:
-        notes.append("one request's KV cache does not fit beside the weights: figures are for "
-                     "the work alone, as if it fitted")  # fmt: skip
+        notes = notes or ["one request's KV cache does not fit beside the weights: figures are "
+                          "for the work alone, as if it fitted"]  # fmt: skip
         ttft, tpot = alone, static_step
         e2e = ttft + tpot * max(output_tokens - 1, 0)
         throughput, prefill_share, queue_share = concurrency / tpot, ttft / e2e, 0.0
@@ -369,7 +383,7 @@ def project(
         prefill_alone_seconds=alone,
         step_seconds=static_step,
         queue_share=queue_share,
-        kv_dtype=kv_dtype or dtype,
+        kv_dtype=kv_format(dtype, kv_dtype),
         served=served,
         notes=notes,
     )

@@ -17,8 +17,9 @@ the whole step's work, tensor parallelism's all-reduces included). Users are a
 closed loop (`concurrency` users, each sending their next request when the last
 one ends, as a benchmark's max-concurrency does, spread over one request's time
 as in steady state) or an open one (Poisson arrivals at `rate` per second,
-seeded). A prefill/decode split (`split`) serves the same users on a decode
-worker whose steps carry no prompt, fed by prefill workers sized to its rate.
+seeded).
+(`profiling.parallel.split_serving` serves the same users split into prefill and
+decode workers.)
 Admission follows vLLM's scheduler: first come, first served; decode rows
 before prefill chunks; a request enters only when the KV of its whole context
 fits what the weights leave (no preemption: a conservative reading).
@@ -40,11 +41,14 @@ MAX_BATCHED_TOKENS = 8192
 MAX_SEQS = 256
 # Requests per closed-loop user simulated: enough for a p99 over many requests
 # without the start-up wave (every user at t = 0) dominating it.
-ROUNDS = 8
+ROUNDS = 4
 MIN_REQUESTS = 64
-# A run of decode-only steps is advanced in blocks of at most this many steps at
-# the block's mid-point cost (exact while the step time is linear in context).
-BLOCK_STEPS = 16
+# Steps between events are advanced in blocks of at most this many.
+BLOCK_STEPS = 256
+# The simulation's own cost stays bounded: fewer requests where each is long to
+# simulate (a million-token prompt takes 128 steps of 8,192 tokens), and a hard stop.
+WORK_BUDGET = 20_000
+MAX_ITERATIONS = 200_000
 
 
 @dataclass
@@ -148,6 +152,10 @@ def simulate(
     rounds = min(ROUNDS * concurrency, ROUNDS * min(concurrency, limit) + concurrency)
     total = requests or max(MIN_REQUESTS, rounds if closed else MIN_REQUESTS)
     budget = max(max_batched_tokens, 1)
+    cost = math.ceil(prompt_tokens / budget) + math.ceil(output_tokens / BLOCK_STEPS) + 2
+    capped = max(8, WORK_BUDGET // cost)
+    if requests is None and total > capped:
+        total = capped
 
     rng = random.Random(seed)
     arrivals: list[_Request] = []  # due, sorted latest first (pop() takes the earliest)
@@ -182,6 +190,9 @@ def simulate(
     gaps: list[float] = []
     gap_weights: list[float] = []
     busy_rows = 0.0
+    tokens_out = 0  # every token emitted, finished requests' or not
+    steady: list[float] = []  # (time, tokens) when the last request was sent
+    ramped: list[float] = [0.0, 0]  # (time, tokens) when every user had sent one
     busy_time = 0.0
     mixed_steps = 0
     steps = 0
@@ -191,15 +202,20 @@ def simulate(
         return len(prefilling) + len(finishing)
 
     def complete(request: _Request) -> None:
-        nonlocal issued
+        nonlocal issued, tokens_out
         done.append((request, now))
         if closed and issued < total:  # the same user sends the next request at once
             waiting.append(_Request(now, request.prompt, request.output, user=request.user))
             issued += 1
+            if issued == total:  # from here on users leave: the steady state ends
+                steady[:] = [now, tokens_out]
 
-    while len(done) < total:
+    iterations = 0
+    while len(done) < total and iterations < MAX_ITERATIONS:
         while arrivals and arrivals[-1].arrival <= now:
             waiting.append(arrivals.pop())
+            if closed and not arrivals:  # every user has sent a first request
+                ramped[:] = [now, tokens_out]
         # Admit first come, first served while the KV cache and max_seqs allow.
         while waiting and running() < limit:
             prefilling.append(waiting.pop(0))
@@ -217,20 +233,25 @@ def simulate(
             chunks.append((take, request.prefilled))
             scheduled.append((request, take))
             left -= take
-        if not chunks:
-            # Decode only: advance a block of steps up to the next event.
-            k = finishing[0][0] - step_index
-            k = max(1, min(k, BLOCK_STEPS))
-            if arrivals:
-                first = step.seconds(rows, rows_context)
-                k = max(1, min(k, math.ceil((arrivals[-1].arrival - now) / first)))
-            seconds = step.seconds(rows, rows_context + rows * (k - 1) / 2)
-            elapsed = k * seconds
-        else:
+        # Advance a block of k steps up to the next event (a row ending, a prompt done, an
+        # arrival), at the block's mid-point cost: exact while a step's time is linear in
+        # the context, which holds between events.
+        k = min(finishing[0][0] - step_index if finishing else BLOCK_STEPS, BLOCK_STEPS)
+        if len(chunks) == 1:  # one prompt taking the whole budget, step after step
+            request, take = scheduled[0]
+            k = min(k, (request.prompt - request.prefilled) // take)
+        elif chunks:
             k = 1
-            seconds = step.seconds(rows, rows_context, tuple(chunks))
-            elapsed = seconds
-            mixed_steps += 1
+        k = max(1, k)
+        if arrivals and k > 1:
+            first = step.seconds(rows, rows_context, tuple(chunks))
+            k = max(1, min(k, math.ceil((arrivals[-1].arrival - now) / first)))
+        mid = (k - 1) / 2
+        block = tuple((t, o + t * mid) for t, o in chunks)
+        seconds = step.seconds(rows, rows_context + rows * mid, block)  # type: ignore[arg-type]
+        elapsed = k * seconds
+        if chunks:
+            mixed_steps += k
             for request, _ in scheduled:
                 if request.started is None:
                     request.started = now
@@ -238,17 +259,20 @@ def simulate(
         steps += k
         step_index += k
         rows_context += rows * k
+        tokens_out += rows * k
         if rows:
             gaps.append(seconds)
             gap_weights.append(rows * k)
+        iterations += 1
         busy_rows += rows * elapsed
         busy_time += elapsed
         # Requests whose prompt is done emit their first token and join the decode rows.
         for request, take in scheduled:
-            request.prefilled += take
+            request.prefilled += take * k
             if request.prefilled == request.prompt:
                 prefilling.remove(request)
                 request.first_token = now
+                tokens_out += 1
                 if request.output <= 1:
                     complete(request)
                     continue
@@ -260,10 +284,23 @@ def simulate(
             rows_context -= request.prompt + request.output
             complete(request)
 
-    return _measure(
-        done, gaps, gap_weights, now, steps, mixed_steps, busy_rows, busy_time, closed,
+    if not done:
+        raise ValueError("the workload is too long to simulate request by request")
+    served = _measure(
+        done, gaps, gap_weights, now, steps, mixed_steps, busy_rows, busy_time,
+        ramped, steady or [now, tokens_out], closed,
         concurrency, rate, limit, budget, output_tokens, ttft_slo, tpot_slo,
     )  # fmt: skip
+    if len(done) < (requests or max(MIN_REQUESTS, rounds if closed else MIN_REQUESTS)):
+        served.notes.append(f"{len(done)} requests simulated: long requests are simulated "
+                            "fewer times, so the percentiles are coarser")  # fmt: skip
+    return served
+
+
+def _rate(start: list[float], end: list[float]) -> float:
+    if end[0] > start[0]:
+        return (end[1] - start[1]) / (end[0] - start[0])
+    return end[1] / end[0] if end[0] else 0.0
 
 
 def _measure(
@@ -275,6 +312,8 @@ def _measure(
     mixed_steps: int,
     busy_rows: float,
     busy_time: float,
+    ramped: list[float],
+    steady: list[float],
     closed: bool,
     concurrency: int,
     rate: float,
@@ -305,8 +344,9 @@ def _measure(
     notes = []
     if limit < (concurrency or limit):
         notes.append(
-            f"the KV cache holds {limit} requests at a time: the other "
-            f"{concurrency - limit} users wait in the queue"
+            f"{limit} requests run at a time ("
+            + ("the engine's sequence limit" if limit == MAX_SEQS else "what the KV cache holds")
+            + f"): the other {concurrency - limit} users wait in the queue"
         )
     return Served(
         mode="closed" if closed else "open",
@@ -321,7 +361,8 @@ def _measure(
         queue_share=mean_queue / mean_e2e if mean_e2e else 0.0,
         prefill_share=mean_prefill / mean_e2e if mean_e2e else 0.0,
         decode_share=1 - (mean_queue + mean_prefill) / mean_e2e if mean_e2e else 0.0,
-        output_tokens_per_second=n * output_tokens / end if end else 0.0,
+        # Tokens per second while every user is active (the ramp and the drain left out).
+        output_tokens_per_second=_rate(ramped, steady),
         requests_per_second=n / end if end else 0.0,
         goodput_requests_per_second=good / end if has_slo and end else None,
         slo_attainment=good / n if has_slo else None,
@@ -331,66 +372,4 @@ def _measure(
         steps=steps,
         max_batched_tokens=budget,
         notes=notes,
-    )
-
-
-@dataclass(frozen=True)
-class DecodeOnly:
-    """A decode worker's step: prompts are prefilled elsewhere, so chunks cost it nothing."""
-
-    step: StepModel
-
-    def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
-        return self.step.seconds(rows, context) if rows else 0.0
-
-
-@dataclass
-class Split:
-    """Prefill and decode on separate workers (each of the step model's layout), served."""
-
-    decode: Served  # the decode worker's requests; TTFT there counts from the KV's arrival
-    prefill_workers: int
-    decode_workers: int
-    prefill_seconds: float  # one prompt alone on a prefill worker
-    prefill_utilisation: float  # of each prefill worker, at the decode side's request rate
-    prefill_wait_seconds: float  # mean wait for a prefill worker (M/D/1)
-    kv_transfer_seconds: float
-    ttft_seconds: float  # p50: wait + prefill + KV transfer + the decode worker's first step
-    tpot: Percentiles
-
-
-# A prefill worker run busier than this queues prompts for long (M/D/1 wait grows as
-# ρ / (1 − ρ)); the split adds prefill workers until each is below it.
-MAX_PREFILL_UTILISATION = 0.8
-
-
-def split(
-    step: StepModel,
-    prompt_tokens: int,
-    output_tokens: int,
-    concurrency: int,
-    link_bytes_per_second: float,
-    kv_tokens: int | None = None,
-) -> Split:
-    """Disaggregated serving of the closed-loop workload: a decode worker holding the
-    users' requests in pure decode steps, and as many prefill workers as its request
-    rate needs, each prompt's KV cache sent over the link once."""
-    decode = simulate(DecodeOnly(step), prompt_tokens, output_tokens,  # type: ignore[arg-type]
-                      concurrency=concurrency, kv_tokens=kv_tokens)  # fmt: skip
-    prefill = step.seconds(0, 0, ((prompt_tokens, 0),))
-    load = decode.requests_per_second * prefill
-    workers = max(1, math.ceil(load / MAX_PREFILL_UTILISATION))
-    rho = load / workers
-    wait = rho / (2 * (1 - rho)) * prefill
-    transfer = step.kv_token * prompt_tokens / link_bytes_per_second
-    return Split(
-        decode=decode,
-        prefill_workers=workers,
-        decode_workers=1,
-        prefill_seconds=prefill,
-        prefill_utilisation=rho,
-        prefill_wait_seconds=wait,
-        kv_transfer_seconds=transfer,
-        ttft_seconds=wait + prefill + transfer + decode.ttft.p50,
-        tpot=decode.tpot,
     )

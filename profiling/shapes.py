@@ -93,7 +93,13 @@ class Shapes:
         return self.body_params + self.embedding_params + head
 
     def weights_bytes(self, dtype: str) -> int:
-        return math.ceil(self.total_params * DTYPE_BYTES[dtype])
+        """Every weight in `dtype`; a format below 16 bits keeps the embedding and the
+        LM head in 16 bits, as quantized checkpoints do."""
+        per = DTYPE_BYTES[dtype]
+        if per >= 2:
+            return math.ceil(self.total_params * per)
+        edges = self.total_params - self.body_params
+        return math.ceil(self.body_params * per + edges * 2)
 
     def kv_bytes_per_token(self, dtype: str) -> int:
         per_layer = 2 * self.num_key_value_heads * self.head_dim
@@ -125,10 +131,13 @@ class Shapes:
         """Weights read once per step, plus every row's KV cache. A mixture of experts
         reads only the experts its rows route to (two of Mixtral's eight for one
         request; nearly all of them for a batch of 16)."""
-        kv = self.kv_bytes_per_token(dtype) * batch * context
+        return self.weights_read(dtype, batch) + self.kv_bytes_per_token(dtype) * batch * context
+
+    def weights_read(self, dtype: str, batch: int) -> float:
+        """Weight bytes one step over `batch` rows reads."""
         weights = float(self.weights_bytes(dtype))
         if self.num_experts:
             per_expert = 3 * self.hidden_size * self.moe_intermediate_size * DTYPE_BYTES[dtype]
             unread = self.num_experts - self.experts_touched(batch)
             weights -= self.num_layers * unread * per_expert
-        return weights + kv
+        return weights

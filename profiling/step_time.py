@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from profiling.hardware import GPU
+from profiling.precision import kv_format, weights_format
 from profiling.shapes import Shapes
 
 
@@ -54,14 +55,14 @@ class StepModel:
 
     shapes: Shapes
     rates: Rates
-    dtype: str  # the weights'
-    kv_dtype: str = ""  # the KV cache's ("" = the weights')
+    dtype: str  # the weights' (a precision or torch dtype name: `profiling.precision`)
+    kv_dtype: str = ""  # the KV cache's ("" = the weights' when 16 bits or wider, else bf16)
     devices: int = 1  # tensor-parallel ranks sharing each step
     gpu: GPU | None = None
 
     @property
     def kv_token(self) -> int:
-        return self.shapes.kv_bytes_per_token(self.kv_dtype or self.dtype)
+        return self.shapes.kv_bytes_per_token(kv_format(self.dtype, self.kv_dtype))
 
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         """`rows` decode rows holding `context` tokens in all; `chunks`: (tokens, offset)
@@ -77,7 +78,7 @@ class StepModel:
             flops += 2 * s.active_body_params * tokens + 2 * s.head_params
             flops += 4 * s.num_layers * width * tokens * (offset + tokens / 2)
             kv_moved += offset + tokens
-        weights = s.decode_bytes(self.dtype, rows + prompt_tokens, 0)
+        weights = s.weights_read(weights_format(self.dtype), rows + prompt_tokens)
         bytes_ = weights + self.kv_token * kv_moved
         n = self.devices
         work = (flops / n, bytes_ / n)
@@ -93,5 +94,5 @@ def kv_capacity_tokens(
     """Tokens of KV cache the memory left by the weights holds (None: not limited)."""
     if gpu is None or usable is None:
         return None
-    room = usable * devices - shapes.weights_bytes(dtype)
-    return max(0, room // max(1, shapes.kv_bytes_per_token(kv_dtype or dtype)))
+    room = usable * devices - shapes.weights_bytes(weights_format(dtype))
+    return max(0, room // max(1, shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))))

@@ -16,7 +16,7 @@ from advisor.reports.advice import (
 )
 from profiling.advice_results import ESTIMATED, Advice, Change, Recommendation
 from profiling.profile import Profile
-from profiling.units import ms, size, tok_s
+from profiling.units import ms, pct, size, tok_s
 
 TOP = 3
 # The figure each kind of bottleneck is judged on, in order of preference.
@@ -91,9 +91,19 @@ def summary_context(profile: Profile) -> dict[str, Any] | None:
             if verdict is not None
             else ""
         ),
+        "queueing": _queueing(advice),
         "actions": [action(r) for r in advice.recommendations[:TOP]],
         "next": next_steps(advice, profile.config.quick),
     }
+
+
+def _queueing(advice: Advice) -> str:
+    """The queueing share of the decomposition, as the deciding numbers hold it."""
+    for number in advice.deciding_numbers:
+        if number.name == "queue_share":
+            return (f"waiting to be scheduled: {pct(number.value)} of a request's time "
+                    "(continuous batching simulated on these rates, projected)")  # fmt: skip
+    return ""
 
 
 def _fastest(points: list, label: str) -> str:

@@ -21,13 +21,17 @@ from profiling.config import Workload
 from profiling.estimate import Calibration, PhaseRate, Projection, assumed, calibrate, project
 from profiling.facts import Facts
 from profiling.hardware import GPU
+from profiling.precision import PRECISIONS
 from profiling.profile import Profile
 from profiling.results import FitCheck
 from profiling.shapes import Shapes
 from profiling.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
 
 WORKER = ""  # the GPU choice meaning "the device this profile ran on"
-DTYPES = ("float32", "bfloat16", "float16")
+# The run's own formats, then the serving precisions a catalog GPU can be asked about.
+QUANTIZED = tuple(k for k in PRECISIONS if k not in ("bfloat16", "float16"))
+DTYPES = ("float32", "bfloat16", "float16", *QUANTIZED)
+KV_FORMATS = (("", "as the weights (16 bits when they are quantized)"), ("float8", "fp8"))
 # An older result's shapes rebuilt from its model summary are trusted within this.
 SHAPES_TOLERANCE = 0.02
 
@@ -42,6 +46,7 @@ class Scenario:
     prompt_tokens: int
     output_tokens: int
     dtype: str
+    kv_dtype: str = ""
 
 
 @dataclass
@@ -139,8 +144,8 @@ def run(profile: Profile, s: Scenario) -> Outcome:
     workload = workload_of(profile, s)
     calibration = rates_for(profile, shapes, gpu, on_worker, s.dtype)
     projection = project(shapes, calibration, s.dtype, s.prompt_tokens, s.output_tokens,
-                         s.concurrency, gpu, s.gpu_count, ttft_ms=workload.ttft_ms,
-                         tpot_ms=workload.tpot_ms)  # fmt: skip
+                         s.concurrency, gpu, s.gpu_count, kv_dtype=s.kv_dtype,
+                         ttft_ms=workload.ttft_ms, tpot_ms=workload.tpot_ms)  # fmt: skip
     fit, advice = None, None
     if gpu is not None:
         kv_token = projection.kv_cache_bytes_per_token

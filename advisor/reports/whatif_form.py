@@ -32,7 +32,8 @@ class WhatIfForm(forms.Form):
     concurrency = _count("concurrency")
     prompt_tokens = _count("prompt_tokens")
     output_tokens = _count("output_tokens")
-    dtype = forms.ChoiceField(label="dtype", choices=[(d, d) for d in whatif.DTYPES])
+    dtype = forms.ChoiceField(label="precision", choices=[(d, d) for d in whatif.DTYPES])
+    kv_dtype = forms.ChoiceField(label="KV cache", choices=whatif.KV_FORMATS, required=False)
 
     def __init__(self, profile: Profile, query: QueryDict | None = None) -> None:
         bound = query is not None and any(k.startswith(f"{PREFIX}-") for k in query)

@@ -113,6 +113,13 @@ def time_numbers(facts: Facts) -> list[DecidingNumber]:
         DecidingNumber("tpot_ms", facts.tpot_seconds * 1e3, "ms", facts.workload.tpot_ms,
                        "time per output token; threshold: your target"),
     ]  # fmt: skip
+    if facts.served is not None:
+        rates = "measured" if facts.measured else "datasheet"
+        out.append(DecidingNumber(
+            "queue_share", facts.queue_share, "share", None,
+            "waiting to be scheduled, of one request's time: continuous batching of your "
+            f"{facts.workload.concurrency} users simulated on the {rates} rates (projected)",
+        ))  # fmt: skip
     if facts.decode_fraction_of_peak is not None:
         out.append(
             DecidingNumber(

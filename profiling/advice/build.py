@@ -38,7 +38,7 @@ from profiling.estimate import (
     project,
     relative_error,
 )
-from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
+from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak, served_at
 from profiling.hardware import GPU
 from profiling.profile import Experiments, Profile
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
@@ -220,9 +220,10 @@ def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
         raise ValueError("the profile has no verdict (no prefill or decode points)")
     config, env, mem = profile.config, profile.environment, profile.memory
     workload = config.workload
-    calibration = None
+    calibration, served = None, None
     if shapes is not None and profile.prefill and profile.decode:
         calibration = calibrate(shapes, profile, env.device_name)
+        served = served_at(shapes, calibration, env.dtype or "float32", workload)
     return Facts(
         basis=MEASURED,
         workload=workload,
@@ -246,6 +247,8 @@ def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
         prefill_fraction_of_peak=prefill_peak(profile.prefill, workload.prompt_tokens),
         shapes=shapes,
         calibration=calibration,
+        queue_share=served.queue_share if served else 0.0,
+        served=served,
     )
 
 

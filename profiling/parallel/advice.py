@@ -17,6 +17,7 @@ from profiling.advice_results import (
 )
 from profiling.facts import Facts
 from profiling.memory import usable_bytes
+from profiling.parallel import split_serving
 from profiling.parallel.layout_advice import layout_advice
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
 from profiling.rule_kit import (
@@ -253,7 +254,7 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
             return []  # it does not fit: the capacity rules speak first
     link = gpu.interconnect_bytes_per_second if gpu else ASSUMED_LINK_BYTES_PER_SECOND
     p, o = work.prompt_tokens, work.output_tokens
-    apart = serving.split(step, p, o, work.concurrency, link, capacity)
+    apart = split_serving.split(step, p, o, work.concurrency, link, capacity)
     engines = apart.prefill_workers + apart.decode_workers
     users = math.ceil(work.concurrency / engines)
     together = serving.simulate(step, p, o, concurrency=users, kv_tokens=capacity)

@@ -29,6 +29,7 @@ from profiling.shapes import Shapes
 from profiling.step_time import StepModel, kv_capacity_tokens
 
 SIZES = (1, 2, 4, 8)
+TIE = 0.02  # throughputs this close are one throughput
 SEND_LATENCY_S = 10e-6  # one point-to-point send between stages (assumed, as the all-reduce's)
 
 
@@ -150,8 +151,12 @@ def front(layouts: list[Layout]) -> list[Layout]:
 
 
 def best(layouts: list[Layout]) -> Layout | None:
-    """The highest-throughput layout meeting the targets (any, when none is given)."""
-    pool = [x for x in layouts if x.fits and x.meets is not False]
+    """The highest-throughput layout meeting the targets (any, when none is given); among
+    layouts within `TIE` of that throughput, the one faster per user, then the smaller
+    engine (a simulated throughput is no finer than that)."""
+    pool = [x for x in layouts if x.fits and x.served is not None and x.meets is not False]
     if not pool:
         return None
-    return max(pool, key=lambda x: (x.throughput, -x.tp * x.pp))
+    top = max(x.throughput for x in pool)
+    close = [x for x in pool if x.throughput >= top * (1 - TIE)]
+    return min(close, key=lambda x: (x.served.tpot.p50, x.served.ttft.p90, x.tp * x.pp))  # type: ignore[union-attr]

@@ -17,6 +17,7 @@ from profiling.advice_results import (
 )
 from profiling.config import PRECISIONS
 from profiling.facts import Facts
+from profiling.quantization.estimate_advice import precision_estimate
 from profiling.quantization.report import variant_line
 from profiling.quantization.results import MEASURED as QUANT_MEASURED
 from profiling.quantization.results import QuantizationResult, QuantVariant
@@ -186,6 +187,9 @@ def _quant_caveats(
 
 
 def quantization_estimate(facts: Facts, goal: str) -> list[Outcome]:
+    by_format = precision_estimate(facts, goal)
+    if by_format is not None:
+        return by_format
     per_param = DTYPE_BYTES.get(facts.dtype, 2)
     if per_param <= 1:
         return []

@@ -363,3 +363,16 @@ def test_a_result_without_measured_points_cannot_be_projected_and_says_so(browse
     demo_result["prefill"], demo_result["decode"] = [], []
     part = section(page(browser, demo_result, whatif(gpu_kind="")), "what-if")
     assert 'id="what-if-error"' in part and "cannot be projected" in part
+
+
+def test_a_serving_precision_and_an_fp8_kv_cache_can_be_asked(browser, demo_result):
+    bf16 = figures(page(browser, demo_result, whatif()))
+    fp8 = figures(page(browser, demo_result, whatif(dtype="fp8")))
+    assert fp8["Weights"] != bf16["Weights"]
+    assert fp8["Time per output token, p50"] != bf16["Time per output token, p50"]
+    kv = figures(page(browser, demo_result, whatif(kv_dtype="float8")))
+    assert kv["Weights"] == bf16["Weights"]
+    assert kv["KV cache (all requests)"] != bf16["KV cache (all requests)"]
+    # A device without the format says so instead of projecting it.
+    part = section(page(browser, demo_result, whatif(gpu_kind="A100-80GB", dtype="fp8")), "what-if")
+    assert 'id="what-if-error"' in part and "does not run fp8" in part

@@ -27,7 +27,7 @@ from django.urls import reverse
 
 from advisor.jobs.models import Job
 from profiling.profile import Profile
-from profiling.units import ms
+from profiling.units import ms, pct
 from tests.advisor.test_charts import stored_result
 from tests.advisor.test_compare import with_advice
 from tests.profiling.advice_scenarios import (
@@ -157,6 +157,13 @@ def test_the_report_tells_one_story(browser, name, result):
         if metric in own:
             assert before == own[metric], (name, rec.technique, metric, before, own[metric])
         assert change is not None
+
+    # The decomposition's queueing share, simulated on the measured rates, is the deciding
+    # number's own figure in the summary.
+    queue = next(n for n in advice.deciding_numbers if n.name == "queue_share")
+    assert 0.0 <= queue.value < 1.0 and "simulated on the measured rates" in queue.note
+    shown = text(summary.split('id="summary-queueing">')[1].split("</span>")[0])
+    assert shown.startswith(f"waiting to be scheduled: {pct(queue.value)} of a request's time")
 
     # No sentence calls a majority share "only".
     for sentence in (advice.summary, advice.agreement_note, *(n.why for n in

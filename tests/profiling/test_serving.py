@@ -65,7 +65,7 @@ def test_users_beyond_the_kv_cache_wait_in_the_queue():
     served = simulate(fixed_step(0.01), 100, 10, concurrency=4, kv_tokens=2 * 110)
     assert served.max_running == 2
     assert served.queue_share > 0.3  # half the users wait about one request's time
-    assert any("holds 2 requests" in note for note in served.notes)
+    assert any("2 requests run at a time (what the KV cache holds)" in n for n in served.notes)
     unlimited = simulate(fixed_step(0.01), 100, 10, concurrency=4)
     assert served.ttft.p50 > 3 * unlimited.ttft.p50
 
@@ -81,7 +81,7 @@ def test_prefill_mixed_into_decode_steps_slows_tokens():
     alone = step.seconds(32, 32 * (2048 + 64))
     assert served.tpot.p50 > alone  # each arriving prompt rides a decode step
     assert served.itl.p99 > 1.5 * alone  # and the step carrying it is the slow one
-    assert served.mixed_step_share > 0.1
+    assert served.mixed_step_share > 0.05
 
 
 def test_throughput_never_scales_beyond_the_users():

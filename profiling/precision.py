@@ -1,0 +1,91 @@
+"""Serving precisions: the bytes each reads and the rate its matmuls run at on a GPU.
+
+No torch import. A precision is what an engine serves with: the weights' format
+(bytes per parameter), the format its matrix multiplies run in (the datasheet
+peak for that format; none where the device lacks it), and, for weight-only
+formats, the cost of unpacking weights inside the kernel. Weight-only int8 and
+int4 (GPTQ/AWQ-style) read fewer bytes but multiply in 16 bits, so they gain at
+small batches (memory-bound) and lose a little at large ones; fp8 and w8a8 also
+multiply at the 8-bit peak. The KV cache's format is chosen apart
+(`KV_FORMATS`): an fp8 cache halves the bytes each decode row reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from profiling.hardware import GPU
+
+# Quantized kernels do more than read bytes: an assumed share added to the time the
+# bytes take. Weight-only kernels unpack each weight (int4 kernels are published at
+# ~3.5-3.9x of bf16's speed at batch 1 against the 4x the bytes allow); 8-bit matmuls
+# also quantize the activations and run small-batch GEMMs below the bandwidth a
+# 16-bit GEMV reaches (fp8 decode has been measured at ~1.3x of bf16 at batch 1,
+# against the ~1.9x its bytes allow).
+WEIGHT_ONLY_DEQUANT = 0.10
+EIGHT_BIT_OVERHEAD = 0.35
+
+
+@dataclass(frozen=True)
+class Precision:
+    key: str
+    label: str
+    weights: str  # a `profiling.shapes.DTYPE_BYTES` key: the bytes per parameter
+    compute: str  # the matmuls' format: "bfloat16", "float16", "float8" or "int8"
+    dequant: float = 0.0  # share added to the bytes-bound time (unpacking, activation scales)
+    quality: str = ""  # what to expect of the output, to check on the real model
+
+    def peak(self, gpu: GPU) -> float | None:
+        """The datasheet's dense peak for this precision's matmuls on `gpu`."""
+        if self.compute == "float8":
+            return gpu.fp8_flops_per_second
+        if self.compute == "int8":
+            return gpu.int8_ops_per_second
+        return gpu.peak_flops(self.compute)
+
+
+PRECISIONS = {
+    p.key: p
+    for p in (
+        Precision("bfloat16", "bf16", "bfloat16", "bfloat16", quality="the reference"),
+        Precision("float16", "fp16", "float16", "float16", quality="as bf16"),
+        Precision("fp8", "fp8 weights and activations", "float8", "float8", EIGHT_BIT_OVERHEAD,
+                  quality="usually within 1 % of bf16 on benchmarks; check it"),
+        Precision("w8a8-int8", "int8 weights and activations (w8a8)", "int8", "int8",
+                  EIGHT_BIT_OVERHEAD,
+                  quality="usually close to bf16 with calibrated scales; check it"),
+        Precision("int8-weight-only", "int8 weight-only", "int8", "bfloat16",
+                  WEIGHT_ONLY_DEQUANT, quality="usually close to bf16"),
+        Precision("int4-weight-only", "int4 weight-only (GPTQ/AWQ-style)", "int4", "bfloat16",
+                  WEIGHT_ONLY_DEQUANT, quality="measurable loss on some tasks: check it"),
+    )
+}  # fmt: skip
+# Formats a KV cache can be held in ("" = the weights' 16-bit format).
+KV_FORMATS = ("", "float8")
+
+
+def precision(key: str) -> Precision:
+    """The precision for a name; a torch dtype name ("bfloat16") is its own precision."""
+    try:
+        return PRECISIONS[key]
+    except KeyError:
+        raise ValueError(f"unknown precision {key!r}; known: {', '.join(PRECISIONS)}") from None
+
+
+def available(gpu: GPU) -> list[Precision]:
+    """The precisions `gpu` has a peak for (fp8 needs Hopper, Ada or newer)."""
+    return [p for p in PRECISIONS.values() if p.peak(gpu)]
+
+
+def weights_format(name: str) -> str:
+    """The bytes-per-parameter key of a precision or torch dtype name."""
+    return PRECISIONS[name].weights if name in PRECISIONS else name
+
+
+def kv_format(weights: str, kv: str = "") -> str:
+    """The KV cache's format: the one asked for, else the weights' when 16 bits or wider
+    (a quantized model keeps its cache in 16 bits unless told otherwise)."""
+    if kv:
+        return kv
+    fmt = weights_format(weights)
+    return fmt if fmt in ("float32", "bfloat16", "float16") else "bfloat16"
