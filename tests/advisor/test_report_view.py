@@ -369,3 +369,23 @@ def test_a_what_if_that_was_sent_opens_its_section(browser, demo_result):
     html = browser.get(f"/jobs/{token}/", {"whatif-gpu_count": "2"}).content.decode()
     assert '<details class="fold" id="fold-what-if" open>' in html
     assert '<details class="fold" id="fold-memory">' in html
+
+
+def test_measured_tables_name_their_units_in_the_headers_and_the_cells_agree(browser, demo_result):
+    import re
+
+    html = report_html(browser, demo_result)
+    for part in ("prefill", "decode"):
+        start = html.index(f'id="{part}"')
+        table = html[start : html.index("</table>", start)]
+        headers = re.findall(r"<th[^>]*>(.*?)</th>", table.split("</thead>")[0])
+        named = {i: re.search(r"\(([^)]+)\)$", h) for i, h in enumerate(headers)}
+        assert sum(m is not None for m in named.values()) >= 4, (part, headers)
+        for row in re.findall(r"<tr[^>]*>(.*?)</tr>", table.split("<tbody>")[1], re.S):
+            cells = [
+                re.sub(r"<[^>]+>", "", c).strip()
+                for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)
+            ]
+            for i, unit in named.items():
+                if unit is not None:
+                    assert cells[i].endswith(unit.group(1)), (part, headers[i], cells[i])
