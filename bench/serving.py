@@ -38,13 +38,15 @@ def shapes(name: str) -> Shapes:
     return Shapes.from_config(shipped_configs()[name])
 
 
-def advice_lines(name: str, gpus: int, work: Workload) -> None:
+def advice_lines(name: str, gpus: int, work: Workload, caveats: bool = False) -> None:
     started = time.perf_counter()
     advice, _ = estimate_report(shapes(name), H100, gpus, "bfloat16", work)
     took = (time.perf_counter() - started) * 1e3
     print(f"  advice ({took:.0f} ms): bottleneck {advice.bottleneck}")
     for r in advice.recommendations:
         print(f"    + {r.technique}: {r.setting} — {r.expected_effect.text}")
+        for caveat in r.caveats if caveats else []:
+            print(f"        · {caveat}")
     for n in advice.not_recommended:
         print(f"    - {n.technique}: {n.why}")
 
@@ -79,7 +81,7 @@ def precisions_70b() -> None:
         print(f"  {key:17s} weights {p.weights_bytes / 2**30:6.1f} GiB  fits {p.fits!s:5s}  "
               f"TPOT {p.tpot_seconds * 1e3:6.1f} ms at 4 users, {one.tpot_seconds * 1e3:6.1f} ms "
               "at 1")  # fmt: skip
-    advice_lines("llama-3.1-70b", 1, Workload(512, 128, 4))
+    advice_lines("llama-3.1-70b", 1, Workload(512, 128, 4), caveats=True)
 
 
 def moe_bytes() -> None:

@@ -75,6 +75,15 @@ def one_line(exc: BaseException) -> str:
     return text[0] if text else type(exc).__name__
 
 
+OOM_WORDS = (
+    "out of memory",
+    "can't allocate memory",
+    "cublas_status_alloc_failed",
+    "cudnn_status_alloc_failed",
+    "hiperroroutofmemory",
+)
+
+
 def is_out_of_memory(exc: BaseException) -> bool:
     """Whether an exception means the device or host ran out of memory.
 
@@ -88,7 +97,7 @@ def is_out_of_memory(exc: BaseException) -> bool:
     if oom_type is not None and isinstance(exc, oom_type):
         return True
     text = str(exc).lower()
-    # torch's CPU allocator raises a plain RuntimeError when malloc fails.
-    return isinstance(exc, RuntimeError) and (
-        "out of memory" in text or "can't allocate memory" in text
-    )
+    # torch's CPU allocator raises a plain RuntimeError when malloc fails; a GPU's
+    # libraries report theirs in their own words ("CUDA error: out of memory",
+    # cuBLAS's and cuDNN's allocation failures, ROCm's hipErrorOutOfMemory).
+    return isinstance(exc, RuntimeError) and any(words in text for words in OOM_WORDS)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from profiling import serving
+from profiling import hardware, serving
 from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
@@ -124,6 +124,9 @@ def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
         return [NotRecommended("parallel", why, "memory.fit")]
     figure = f"{size(per_device)} per device against {size(usable)} usable (estimated)"
     need = f"needs {size(facts.weights_bytes + kv)} on {facts.gpu_count}× {gpu.key}"
+    more = [f"TP={n}: {size(facts.weights_bytes / n + kv / min(n, kv_heads))} per device"
+            for n in TP_SIZES if n > tp]  # fmt: skip
+    bigger = _bigger_gpu(facts, facts.weights_bytes + kv)
     return [Recommendation(
         technique="parallel",
         setting=f"TP={tp} on {tp}× {gpu.label}",
@@ -135,11 +138,30 @@ def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
         evidence=[Evidence("#memory", "memory.fit", need)],
         caveats=[f"estimated: weights split evenly over {tp} devices, KV cache by KV heads; "
                  "the parallel experiment sizes each device from the real parameters",
-                 f"{tp}× the GPUs; communication over {gpu.interconnect} is not counted"],
+                 f"{tp}× the GPUs, all-reducing over {gpu.interconnect}",
+                 *([f"more room: {'; '.join(more)}"] if more else []),
+                 *([bigger] if bigger else [])],
         basis=ESTIMATED,
         serves="devices",
         gain=MAKES_IT_FIT,
     )]  # fmt: skip
+
+
+def _bigger_gpu(facts: Facts, needed: float) -> str:
+    """The smallest catalog GPU of the same maker that holds the workload on as many GPUs."""
+    gpu, count = facts.gpu, facts.gpu_count
+    if gpu is None:
+        return ""
+    roomier = [g for g in hardware.catalog().values()
+               if g.vendor == gpu.vendor and g.memory_bytes > gpu.memory_bytes
+               and usable_bytes(g.memory_bytes) * count >= needed]  # fmt: skip
+    if not roomier:
+        return ""
+    g = min(roomier, key=lambda g: g.memory_bytes)
+    return (
+        f"or a bigger GPU: {count}× {g.label} holds it ({size(needed)} of "
+        f"{size(usable_bytes(g.memory_bytes) * count)} usable)"
+    )
 
 
 # -- disaggregation --------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from typing import Any
 
 import pytest
@@ -309,6 +310,9 @@ def test_estimate_of_70b_on_one_h100_offers_fp8_int4_and_tp_with_numbers(tmp_pat
     others = next(c for c in first["caveats"] if c.startswith("the other formats"))
     assert "int4 weight-only (GPTQ/AWQ-style) 35.8 GiB, TPOT" in others
     assert "GiB per device against 70.7 GiB usable" in second["expected_effect"]["text"]
+    ways = " | ".join(second["caveats"])
+    assert re.search(r"more room: TP=4: [\d.]+ GiB per device; TP=8: [\d.]+ GiB per device", ways)
+    assert "or a bigger GPU: 1× NVIDIA B200 180GB holds it" in ways
     headroom = [
         c for c in first["expected_effect"]["changes"] if c["metric"] == "memory_headroom_bytes"
     ]

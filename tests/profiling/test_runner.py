@@ -136,3 +136,21 @@ def test_the_bar_gives_each_phase_a_share_in_proportion_to_its_planned_work():
     assert width["speculative"] / width["quantization"] == pytest.approx(ratio)
     # With experiments to come, the baseline no longer takes the bar to 92 %.
     assert spans["baseline"][1] < 0.5
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "CUDA error: out of memory",
+        "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`",
+        "cuDNN error: CUDNN_STATUS_ALLOC_FAILED",
+        "HIP error: hipErrorOutOfMemory",
+        "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory",
+    ],
+)
+def test_every_way_a_device_says_it_is_full_reads_as_out_of_memory(message: str) -> None:
+    from profiling.errors import is_out_of_memory
+
+    assert is_out_of_memory(RuntimeError(message))
+    assert not is_out_of_memory(RuntimeError("CUDA error: device-side assert triggered"))
+    assert not is_out_of_memory(ValueError(message))  # only the runtime's own errors
