@@ -113,12 +113,10 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
     or a serving precision (`profiling.precision`): its matmuls run at that format's
     peak, and a weight-only format pays its unpacking on the bytes it reads."""
     form = PRECISIONS.get(dtype)
-    if form is not None and form.compute in ("float8", "int8"):
-        peak = form.peak(gpu)
-        if not peak:
-            raise ValueError(f"{gpu.label} has no {form.label} peak: it does not run {form.key}")
-    else:
-        peak = gpu.peak_flops(dtype) or gpu.bf16_flops_per_second
+    peak = form.peak(gpu) if form is not None else gpu.peak_flops(dtype)
+    if not peak and form is not None and form.compute in ("float8", "int8"):
+        raise ValueError(f"{gpu.label} has no {form.label} peak: it does not run {form.key}")
+    peak = peak or gpu.bf16_flops_per_second
     if not peak:
         raise ValueError(f"the catalog has no compute peak for {gpu.key}")
     dequant = form.dequant if form is not None else 0.0

@@ -17,9 +17,8 @@ from profiling.config import Workload
 from profiling.estimate import Calibration, Projection
 from profiling.hardware import GPU
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
-from profiling.serving import Served, simulate
+from profiling.serving import Served
 from profiling.shapes import DTYPE_BYTES, Shapes
-from profiling.step_time import StepModel
 from profiling.verdict import nearest_batch
 
 
@@ -99,10 +98,9 @@ class Facts:
         fit = memory.fit_check(weights, kv_token, workload, gpu, projection.gpu_count)
         decode_seconds = projection.tpot_seconds * max(workload.output_tokens - 1, 0)
         total = projection.ttft_seconds + decode_seconds
-        # Served, a request's time splits three ways: waiting to be scheduled, its prompt,
-        # its tokens; without a simulation the first is zero.
-        queue = projection.queue_share if projection.served else 0.0
-        prefill = projection.prefill_share if projection.served else projection.ttft_seconds / total
+        # A request's time splits three ways: waiting to be scheduled (zero without a
+        # simulation), its prompt, its tokens.
+        prefill, queue = projection.prefill_share, projection.queue_share
         return cls(
             basis=ESTIMATED,
             workload=workload,
@@ -155,13 +153,3 @@ def prefill_peak(points: list[PrefillPoint], prompt_tokens: int) -> float | None
     if not known:
         return None
     return min(known, key=lambda p: abs(p.prompt_tokens - prompt_tokens)).fraction_of_peak
-
-
-def served_at(shapes: Shapes, calibration: Calibration, dtype: str, w: Workload) -> Served | None:
-    """The workload served with continuous batching on the measured rates (projected)."""
-    try:
-        return simulate(StepModel(shapes, calibration, dtype), w.prompt_tokens, w.output_tokens,
-                        concurrency=w.concurrency, ttft_slo=w.ttft_ms / 1e3 if w.ttft_ms else None,
-                        tpot_slo=w.tpot_ms / 1e3 if w.tpot_ms else None)  # fmt: skip
-    except ValueError:
-        return None

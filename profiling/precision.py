@@ -6,8 +6,8 @@ peak for that format; none where the device lacks it), and, for weight-only
 formats, the cost of unpacking weights inside the kernel. Weight-only int8 and
 int4 (GPTQ/AWQ-style) read fewer bytes but multiply in 16 bits, so they gain at
 small batches (memory-bound) and lose a little at large ones; fp8 and w8a8 also
-multiply at the 8-bit peak. The KV cache's format is chosen apart
-(`KV_FORMATS`): an fp8 cache halves the bytes each decode row reads.
+multiply at the 8-bit peak. The KV cache's format is chosen apart (`kv_format`):
+an fp8 cache halves the bytes each decode row reads.
 """
 
 from __future__ import annotations
@@ -60,21 +60,6 @@ PRECISIONS = {
                   WEIGHT_ONLY_DEQUANT, quality="measurable loss on some tasks: check it"),
     )
 }  # fmt: skip
-# Formats a KV cache can be held in ("" = the weights' 16-bit format).
-KV_FORMATS = ("", "float8")
-
-
-def precision(key: str) -> Precision:
-    """The precision for a name; a torch dtype name ("bfloat16") is its own precision."""
-    try:
-        return PRECISIONS[key]
-    except KeyError:
-        raise ValueError(f"unknown precision {key!r}; known: {', '.join(PRECISIONS)}") from None
-
-
-def available(gpu: GPU) -> list[Precision]:
-    """The precisions `gpu` has a peak for (fp8 needs Hopper, Ada or newer)."""
-    return [p for p in PRECISIONS.values() if p.peak(gpu)]
 
 
 def weights_format(name: str) -> str:

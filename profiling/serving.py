@@ -118,7 +118,6 @@ class _Request:
     prefilled: int = 0
     started: float | None = None  # first step scheduling it
     first_token: float | None = None
-    user: int = -1
 
 
 def simulate(
@@ -150,12 +149,10 @@ def simulate(
     # Every user served several times, but the engine's share of the work is what costs
     # time: users beyond what it runs at once only wait.
     rounds = min(ROUNDS * concurrency, ROUNDS * min(concurrency, limit) + concurrency)
-    total = requests or max(MIN_REQUESTS, rounds if closed else MIN_REQUESTS)
+    wanted = requests or max(MIN_REQUESTS, rounds if closed else 0)
     budget = max(max_batched_tokens, 1)
     cost = math.ceil(prompt_tokens / budget) + math.ceil(output_tokens / BLOCK_STEPS) + 2
-    capped = max(8, WORK_BUDGET // cost)
-    if requests is None and total > capped:
-        total = capped
+    total = wanted if requests else min(wanted, max(8, WORK_BUDGET // cost))
 
     rng = random.Random(seed)
     arrivals: list[_Request] = []  # due, sorted latest first (pop() takes the earliest)
@@ -167,8 +164,7 @@ def simulate(
         decode = step.seconds(rows, rows * (prompt_tokens + output_tokens / 2))
         spread = alone + decode * max(output_tokens - 1, 0)
         for user in range(concurrency):
-            arrivals.append(_Request(user * spread / concurrency, prompt_tokens, output_tokens,
-                                     user=user))  # fmt: skip
+            arrivals.append(_Request(user * spread / concurrency, prompt_tokens, output_tokens))
         issued = concurrency
     else:
         t = 0.0
@@ -205,7 +201,7 @@ def simulate(
         nonlocal issued, tokens_out
         done.append((request, now))
         if closed and issued < total:  # the same user sends the next request at once
-            waiting.append(_Request(now, request.prompt, request.output, user=request.user))
+            waiting.append(_Request(now, request.prompt, request.output))
             issued += 1
             if issued == total:  # from here on users leave: the steady state ends
                 steady[:] = [now, tokens_out]
@@ -291,7 +287,7 @@ def simulate(
         ramped, steady or [now, tokens_out], closed,
         concurrency, rate, limit, budget, output_tokens, ttft_slo, tpot_slo,
     )  # fmt: skip
-    if len(done) < (requests or max(MIN_REQUESTS, rounds if closed else MIN_REQUESTS)):
+    if len(done) < wanted:
         served.notes.append(f"{len(done)} requests simulated: long requests are simulated "
                             "fewer times, so the percentiles are coarser")  # fmt: skip
     return served

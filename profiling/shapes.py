@@ -107,11 +107,14 @@ class Shapes:
 
     def prefill_flops(self, tokens: int, batch: int) -> float:
         """As the baseline counts them: body once per token, LM head for the last token."""
+        return batch * self.chunk_flops(tokens, 0)
+
+    def chunk_flops(self, tokens: int, offset: float) -> float:
+        """A prompt chunk of `tokens` after `offset` tokens already cached: body once per
+        token, attention to the cache and within the chunk, LM head for the last token."""
         heads = self.num_attention_heads * self.head_dim
-        attention = 2 * self.num_layers * heads * tokens**2
-        return float(
-            batch * (2 * self.active_body_params * tokens + 2 * self.head_params + attention)
-        )
+        attention = 4 * self.num_layers * heads * tokens * (offset + tokens / 2)
+        return float(2 * self.active_body_params * tokens + 2 * self.head_params + attention)
 
     def decode_flops(self, batch: int, context: int) -> float:
         heads = self.num_attention_heads * self.head_dim

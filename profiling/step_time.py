@@ -39,13 +39,17 @@ ASSUMED_LINK_BYTES_PER_SECOND = 32e9  # PCIe 4.0 x16, where no GPU is named
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
 
 
+def link_bytes_per_second(gpu: GPU | None) -> float:
+    """The GPU-to-GPU link's bandwidth one way (assumed PCIe 4.0 where no GPU is named)."""
+    return gpu.interconnect_bytes_per_second if gpu is not None else ASSUMED_LINK_BYTES_PER_SECOND
+
+
 def allreduce_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None) -> float:
     """Seconds of one pass's tensor-parallel all-reduces over `tokens` rows."""
     if devices <= 1:
         return 0.0
-    link = gpu.interconnect_bytes_per_second if gpu is not None else ASSUMED_LINK_BYTES_PER_SECOND
     size = tokens * shapes.hidden_size * ACTIVATION_BYTES
-    one = 2 * (devices - 1) / devices * size / link + ALLREDUCE_LATENCY_S
+    one = 2 * (devices - 1) / devices * size / link_bytes_per_second(gpu) + ALLREDUCE_LATENCY_S
     return 2 * shapes.num_layers * one
 
 
@@ -68,16 +72,10 @@ class StepModel:
         """`rows` decode rows holding `context` tokens in all; `chunks`: (tokens, offset)
         of each prompt chunk, the offset being the prompt tokens already cached."""
         s = self.shapes
-        width = s.num_attention_heads * s.head_dim
         prompt_tokens = sum(t for t, _ in chunks)
-        flops = rows * 2 * (s.active_body_params + s.head_params) + 4 * s.num_layers * width * (
-            context
-        )
-        kv_moved = context
-        for tokens, offset in chunks:
-            flops += 2 * s.active_body_params * tokens + 2 * s.head_params
-            flops += 4 * s.num_layers * width * tokens * (offset + tokens / 2)
-            kv_moved += offset + tokens
+        flops = s.decode_flops(rows, context / rows) if rows else 0.0  # type: ignore[arg-type]
+        flops += sum(s.chunk_flops(tokens, offset) for tokens, offset in chunks)
+        kv_moved = context + sum(offset + tokens for tokens, offset in chunks)
         weights = s.weights_read(weights_format(self.dtype), rows + prompt_tokens)
         bytes_ = weights + self.kv_token * kv_moved
         n = self.devices

@@ -38,7 +38,7 @@ from profiling.estimate import (
     project,
     relative_error,
 )
-from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak, served_at
+from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.hardware import GPU
 from profiling.profile import Experiments, Profile
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
@@ -223,7 +223,8 @@ def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
     calibration, served = None, None
     if shapes is not None and profile.prefill and profile.decode:
         calibration = calibrate(shapes, profile, env.device_name)
-        served = served_at(shapes, calibration, env.dtype or "float32", workload)
+        # The workload served on the measured rates (projected): its queueing share.
+        served = _project(shapes, calibration, env.dtype or "float32", workload, None, 1).served
     return Facts(
         basis=MEASURED,
         workload=workload,

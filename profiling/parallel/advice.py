@@ -31,7 +31,7 @@ from profiling.rule_kit import (
 )
 from profiling.shapes import DTYPE_BYTES
 from profiling.stats import ratio_interval
-from profiling.step_time import ASSUMED_LINK_BYTES_PER_SECOND, StepModel, kv_capacity_tokens
+from profiling.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
 from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)
@@ -274,9 +274,8 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
         capacity = kv_capacity_tokens(facts.shapes, dtype, "", gpu, count, usable)
         if capacity < work.context_tokens:
             return []  # it does not fit: the capacity rules speak first
-    link = gpu.interconnect_bytes_per_second if gpu else ASSUMED_LINK_BYTES_PER_SECOND
     p, o = work.prompt_tokens, work.output_tokens
-    apart = split_serving.split(step, p, o, work.concurrency, link, capacity)
+    apart = split_serving.split(step, p, o, work.concurrency, link_bytes_per_second(gpu), capacity)
     engines = apart.prefill_workers + apart.decode_workers
     users = math.ceil(work.concurrency / engines)
     together = serving.simulate(step, p, o, concurrency=users, kv_tokens=capacity)

@@ -26,7 +26,12 @@ from profiling.hardware import GPU
 from profiling.memory import usable_bytes
 from profiling.serving import Served, simulate
 from profiling.shapes import Shapes
-from profiling.step_time import StepModel, kv_capacity_tokens
+from profiling.step_time import (
+    ACTIVATION_BYTES,
+    StepModel,
+    kv_capacity_tokens,
+    link_bytes_per_second,
+)
 
 SIZES = (1, 2, 4, 8)
 TIE = 0.02  # throughputs this close are one throughput
@@ -44,9 +49,9 @@ class Staged:
         whole = self.step.seconds(rows, context, chunks)
         if self.pp == 1:
             return whole
-        link = self.step.gpu.interconnect_bytes_per_second if self.step.gpu else 32e9
         tokens = rows + sum(t for t, _ in chunks)
-        send = tokens * self.step.shapes.hidden_size * 2 / link + SEND_LATENCY_S
+        size = tokens * self.step.shapes.hidden_size * ACTIVATION_BYTES
+        send = size / link_bytes_per_second(self.step.gpu) + SEND_LATENCY_S
         # A token crosses every stage in turn: the whole pass (each stage 1/pp of the
         # layers, tp-way split) plus a send at each stage boundary.
         return whole + (self.pp - 1) * send
