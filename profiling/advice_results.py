@@ -68,6 +68,9 @@ class Recommendation:
     confidence: str = ""
     gain_low: float | None = None  # the gain's interval, where repeats were measured
     gain_high: float | None = None
+    # The report's figures already include it (an engine default such as vLLM's prefix
+    # caching): its "after" is the report's figure, its "before" the figure without it.
+    already_on: bool = False
 
 
 @dataclass

@@ -75,7 +75,7 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="PATH", help="write the Profile JSON here")
     add_workload_flags(p)
     p.add_argument("--experiments", default="", metavar="A,B", help="optional experiments")
-    add_option_flags(p, "speculative", "quantization", "parallel")
+    add_option_flags(p, "speculative", "quantization", "parallel", "engine")
     p.add_argument(
         "--prompts",
         type=Path,
@@ -111,6 +111,7 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         precisions=parse_names(args.precisions),
         quant_keep=parse_names(args.quant_keep),
         tp_measure=args.tp_measure,
+        engine=args.engine,
         prompt_sample=read_prompt_sample(args.prompts) if args.prompts else [],
     )
     config.validate()

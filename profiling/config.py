@@ -134,6 +134,8 @@ class ProfileConfig:
     # gloo on CPU, nccl on CUDA). None: 2 where two or more CUDA GPUs are
     # visible, else off; 0: off.
     tp_measure: int | None = None
+    # The serving engine to measure on as well ("vllm"), or "" for none.
+    engine: str = OPTIONS["engine"].default
 
     def validate(self) -> None:
         if not self.model or len(self.model) > 1024:
@@ -146,7 +148,7 @@ class ProfileConfig:
             _check_choice("experiment", name, EXPERIMENT_NAMES)
         if self.draft is not None and not (0 < len(self.draft) <= 1024):
             raise ConfigError("draft must be a Hub id, a local directory or a demo name")
-        for name in ("spec_ks", "precisions", "quant_keep", "tp_measure"):
+        for name in ("spec_ks", "precisions", "quant_keep", "tp_measure", "engine"):
             _check_option(name, getattr(self, name))
         _check_prompt_sample(self.prompt_sample)
         self.workload.validate()

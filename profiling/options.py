@@ -41,6 +41,8 @@ KEEP_CHOICES = {
     "embeddings": "the token embeddings",
     "edge_blocks": "the first and last decoder blocks",
 }
+# The serving engine a job may also measure on ("": none).
+ENGINE_CHOICES = ("", "vllm")
 # Parallel: the process counts a measured tensor-parallel run may use (0: off).
 TP_MEASURE_SIZES = (0, 2, 4, 8)
 # Speculative decoding: the draft lengths swept when none are given.
@@ -60,7 +62,7 @@ INT, FLOAT, BOOL, TEXT, INTS, NAMES, CHOICE = (
 @dataclass(frozen=True)
 class Option:
     name: str
-    family: str  # "workload", "hardware", "speculative", "quantization", "parallel"
+    family: str  # "workload", "hardware", "speculative", "quantization", "parallel", "engine"
     kind: str  # INT, FLOAT, BOOL, TEXT, INTS (numbers), NAMES (of `choices`), CHOICE
     default: Any
     label: str
@@ -311,6 +313,22 @@ OPTIONS: dict[str, Option] = {
             optional=True,
             unit="processes",
         ),
+        # The serving engine ------------------------------------------------------------
+        Option(
+            "engine",
+            "engine",
+            CHOICE,
+            "",
+            "Also measure on a serving engine",
+            "vllm: serve the model in vLLM (from the worker's engine environment) at your "
+            "workload with vLLM's own benchmark client: a concurrency sweep with p50/p90/p99, "
+            "prefix caching off and on, speculative decoding (n-gram and the draft), fp8 "
+            "weights and KV cache; each configuration is a server start (about a minute on a "
+            "CPU). Blank: eager transformers only.",
+            "--engine",
+            choices=ENGINE_CHOICES,
+            metavar="vllm",
+        ),
     )  # fmt: skip
 }
 
@@ -345,7 +363,8 @@ def flag_arguments(option: Option) -> tuple[str, dict[str, Any]]:
     if option.kind in (INT, FLOAT):
         kwargs.update(type=int if option.kind == INT else float, default=option.default)
     elif option.kind == CHOICE:
-        kwargs.update(type=int, choices=option.choices, default=option.default)
+        number = all(isinstance(c, int) for c in option.choices)
+        kwargs.update(type=int if number else str, choices=option.choices, default=option.default)
     elif option.kind in (INTS, NAMES):
         kwargs["default"] = ",".join(map(str, option.default))
         if option.choices:

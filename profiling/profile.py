@@ -11,7 +11,8 @@ says which reader applies; a result from a newer version than this code is
 refused with a ValueError rather than misread.
 
     1  typed results were dicts inside the profile (same JSON shape)
-    2  `experiments` typed per technique
+    2  `experiments` typed per technique; later additive sections (`engine`,
+       `eager_verdict`) are None when absent, so version 2 readers still read it
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from profiling import serde
 from profiling.advice_results import Advice, PredictionPoint
 from profiling.caching.results import CachingResult
 from profiling.config import ProfileConfig
+from profiling.engine.results import EngineResult
 from profiling.parallel.results import DisaggregationResult, ParallelResult
 from profiling.quantization.results import QuantizationResult
 from profiling.results import (
@@ -78,6 +80,10 @@ class Profile:
     # before they existed.
     advice: Advice | None = None
     predictions: list[PredictionPoint] | None = None
+    # The same model measured on the serving engine (`--engine vllm`); None otherwise.
+    engine: EngineResult | None = None
+    # The eager-mode verdict, kept when the engine's replaced it (profiling.engine.verdict).
+    eager_verdict: PhaseVerdict | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON tree; each experiment's result sits at the top level under its name

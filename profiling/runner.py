@@ -25,14 +25,17 @@ from profiling.units import size
 # Planned work in seconds of a quick demo run on two CPU cores (see Technique.work);
 # only the ratios matter. The last 1 % is the advice and the result's assembly.
 LOAD_WORK, MEMORY_WORK, BASELINE_WORK = 2.0, 0.5, 2.0
+ENGINE_WORK = 60.0  # server starts dominate: minutes, against seconds for the rest
 EXPERIMENTS_END = 0.99
 
 
-def plan_spans(experiments: list[str]) -> dict[str, tuple[float, float]]:
+def plan_spans(experiments: list[str], engine: bool = False) -> dict[str, tuple[float, float]]:
     """Each phase's share of the bar, in proportion to its planned work: "load",
-    "memory", "baseline" and every experiment by name, in the order they run."""
+    "memory", "baseline", every experiment by name in the order they run, then
+    "engine" when the engine is measured too."""
     parts = [("load", LOAD_WORK), ("memory", MEMORY_WORK), ("baseline", BASELINE_WORK)]
     parts += [(name, BY_NAME[name].work) for name in experiments]
+    parts += [("engine", ENGINE_WORK)] if engine else []
     total = sum(work for _, work in parts)
     spans, start = {}, 0.0
     for name, work in parts:
@@ -95,7 +98,7 @@ def _run(
     dtype = loading.pick_dtype(config.dtype, device)
     clock = clock or timing.clock_for(device)
     torch.manual_seed(config.seed)
-    spans = plan_spans(list(experiments))
+    spans = plan_spans(list(experiments), engine=bool(config.engine))
     loaded = loading.load(config, device, dtype, span(progress, *spans["load"]))
 
     progress("memory", spans["memory"][0], "counting weight bytes and measuring the KV cache")
@@ -139,6 +142,13 @@ def _run(
     if busy and device == "cpu":
         profile.warnings.append(busy)
     _run_experiments(profile, experiments, loaded, device, dtype, clock, progress, spans)
+    if config.engine:
+        from profiling.engine.for_profile import run_for_profile
+
+        engine_progress = span(progress, *spans["engine"])
+        profile.engine = run_for_profile(config, loaded, device, dtype, engine_progress)
+        profile.warnings += profile.engine.failures
+        _prefer_engine_verdict(profile, fit)
     # The prompt sample (up to 16 MiB) has been analysed; the result keeps its
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
     profile.config = config.replace(prompt_sample=[])
@@ -146,6 +156,15 @@ def _run(
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
     return profile
+
+
+def _prefer_engine_verdict(profile: Profile, fit: FitCheck | None) -> None:
+    """The engine's figures at the user's workload win over the eager sweep's."""
+    from profiling.engine.verdict import engine_verdict
+
+    served = engine_verdict(profile.engine, profile.config.workload, fit)
+    if served is not None:
+        profile.eager_verdict, profile.verdict = profile.verdict, served
 
 
 def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:

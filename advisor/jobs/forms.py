@@ -63,6 +63,15 @@ def served_queues() -> dict[str, list[str]]:
     return served
 
 
+def live_engines() -> dict[str, str]:
+    """Engines that live workers announced → their versions ("vllm" → "0.32.0")."""
+    found: dict[str, str] = {}
+    for worker in Worker.objects.live():
+        if isinstance(worker.engines, dict):
+            found.update({str(k): str(v) for k, v in worker.engines.items()})
+    return found
+
+
 def _worker_label(worker: Worker) -> str:
     kinds = sorted(
         {str(d.get("name") or d.get("device")) for d in worker.devices if isinstance(d, dict)}
@@ -103,6 +112,7 @@ class JobForm(forms.ModelForm):
         "file turns this experiment on.",
     )
     tp_measure = form_field(OPTIONS["tp_measure"])
+    engine = form_field(OPTIONS["engine"])
     run_on = forms.ChoiceField(
         label="Run on",
         required=False,
@@ -165,7 +175,7 @@ class JobForm(forms.ModelForm):
         "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
         "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
         "run_quantization", "precisions", "quant_keep",
-        "run_caching", "prompt_file", "run_parallel", "tp_measure", "run_on",
+        "run_caching", "prompt_file", "run_parallel", "tp_measure", "engine", "run_on",
     ]  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -177,6 +187,9 @@ class JobForm(forms.ModelForm):
         self.served = served_queues()
         self.fields["gpu_kind"].choices = self._gpu_choices()
         self.fields["run_on"].choices = self._run_on_choices()
+        self.engines = live_engines()
+        if not self.engines:  # offered only when a live worker has one (scripts and the
+            self.fields["engine"].widget.attrs["disabled"] = True  # API get the field error)
         self.fields["stated_bottleneck"].choices = [
             (value, f"{label} — {BOTTLENECK_HINTS[value]}")
             for value, label in Job.Bottleneck.choices
@@ -259,6 +272,15 @@ class JobForm(forms.ModelForm):
             self._check_with_library(data)
             self._clean_run_on(data)
         return data
+
+    def clean_engine(self) -> str:
+        engine = self.cleaned_data.get("engine") or ""
+        if engine and engine not in live_engines():
+            raise forms.ValidationError(
+                f"No live worker has {engine}: create its environment on a worker with "
+                "scripts/engine-env and restart the worker, or leave this blank."
+            )
+        return engine
 
     def clean_draft_model(self) -> str:
         return check_draft_name(self.cleaned_data.get("draft_model", "").strip())

@@ -293,6 +293,7 @@ class Worker(models.Model):
     devices = models.JSONField(
         default=list
     )  # [{"device": "cuda:0", "name": ..., "memory_bytes": ..., "gpu_kind": ...}]
+    engines = models.JSONField(default=dict, blank=True)  # {"vllm": "0.32.0"}: what it serves on
     started_at = models.DateTimeField(default=timezone.now)
     last_seen = models.DateTimeField(default=timezone.now)
 

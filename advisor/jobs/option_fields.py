@@ -47,8 +47,12 @@ def form_field(option: Option, choice_labels: dict[str, str] | None = None) -> f
         blank = "Default" if option.optional else None
         choices = [("", blank)] if blank else []
         choices += [(str(c), f"{c} {option.unit}".strip() if c else "Off") for c in option.choices]
+        if all(isinstance(c, int) for c in option.choices):
+            coerce, empty = int, None
+        else:  # names: "" is itself a choice ("Off")
+            coerce, empty = str, option.default
         return forms.TypedChoiceField(
-            required=False, choices=choices, coerce=int, empty_value=None, **common
+            required=False, choices=choices, coerce=coerce, empty_value=empty, **common
         )
     raise ValueError(f"no form field for option kind {option.kind!r}")
 

@@ -66,7 +66,8 @@ def new_job(request: HttpRequest) -> HttpResponse:
                     grant(request)
                 remember(request, job)
                 return redirect("jobs:detail", token=job.share_token)
-    response = render(request, "jobs/new.html", {"form": form, "access": access})
+    context = {"form": form, "access": access, "engines": form.engines}
+    response = render(request, "jobs/new.html", context)
     if limited is not None:
         response.status_code = 429
         response["Retry-After"] = str(limited.retry_after_s)

@@ -65,6 +65,14 @@ def probe_devices() -> list[dict[str, Any]]:
     return devices
 
 
+def probe_engines() -> dict[str, str]:
+    """The serving engines this worker can measure on, with their versions ({} if none)."""
+    from profiling.engine import vllm
+
+    found = vllm.version()
+    return {vllm.NAME: found} if found else {}
+
+
 def _parse_devices(stdout: str) -> list[dict[str, Any]] | None:
     try:
         data = json.loads(stdout)
@@ -93,6 +101,7 @@ class Announcer(threading.Thread):
         super().__init__(name="advisor-announcer", daemon=True)
         self.worker_name, self.queues, self.interval_s = name, queues, interval_s
         self.devices: list[dict[str, Any]] = []
+        self.engines: dict[str, str] = {}
         self.stopped = threading.Event()
 
     def run(self) -> None:
@@ -106,6 +115,7 @@ class Announcer(threading.Thread):
 
     def probe(self) -> None:
         self.devices = probe_devices()
+        self.engines = probe_engines()
 
     def beat(self) -> None:
         from advisor.jobs.models import Worker
@@ -119,6 +129,7 @@ class Announcer(threading.Thread):
                         "host": socket.gethostname(),
                         "queues": Worker.wrap_queues(self.queues),
                         "devices": self.devices,
+                        "engines": self.engines,
                         "last_seen": timezone.now(),
                     },
                 )

@@ -26,6 +26,7 @@ from advisor.reports import (
     advice,
     caching,
     charts,
+    engine,
     parallel,
     predictions,
     quantization,
@@ -79,6 +80,7 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "environment_rows": environment_rows(profile),
         "model_rows": model_rows(profile),
         **technique_sections(profile),
+        "engine": engine.section_context(profile.engine, profile.advice),
     }
     context.update(_advice_sections(job, profile, context, query))
     context["folds"] = summary.section_findings(profile, context)

@@ -17,19 +17,21 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.advice.bottleneck import classify, label, prompt_reuse
+from profiling.advice.missing import missing
 from profiling.advice_results import (
     CALIBRATED,
     ESTIMATED,
     MEASURED,
     PROJECTED,
     Advice,
-    MissingExperiment,
     NotRecommended,
     PredictionPoint,
     QualityTolerance,
     Recommendation,
 )
 from profiling.config import Workload
+from profiling.engine.advice import engine_outcomes
+from profiling.engine.results import EngineResult
 from profiling.estimate import (
     Projection,
     assumed,
@@ -51,36 +53,42 @@ RANKING = (
     "estimated stand-ins; then by expected gain: the factor by which the figure they act on "
     "improves (TPOT, TTFT, or requests that fit; making the workload fit counts as 10×)"
 )
-MISSING_HINTS = {
-    "quantization": "run it to measure speed and quality on your model",
-    "speculative": "its gain rests on how many drafted tokens are accepted, which only a run "
-    "measures",
-    "caching": "send a prompt sample or a shared prefix to measure the reuse",
-    "parallel": "run it to size each device from the real parameters",
-    "disaggregation": "the parallel experiment measures a prefill joining decode steps",
-}
 
 
 def advise(
     facts: Facts,
     ran: Experiments | None = None,
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
+    engine: EngineResult | None = None,
 ) -> Advice:
     """The advice from the figures and what each technique's experiment found (`ran`;
-    none for an estimate): every technique's rule in the registry, ranked."""
+    none for an estimate): every technique's rule in the registry, ranked. Where the
+    serving engine measured a technique (`engine`), its figures decide it."""
     ran = ran or Experiments()
     bottleneck, numbers = classify(facts, ran, tolerance)
     recommendations: list[Recommendation] = []
     refused: list[NotRecommended] = []
+    by_engine = engine_outcomes(engine, facts, tolerance)
     for technique in TECHNIQUES:
         result = getattr(ran, technique.name)
-        for outcome in technique.advise(facts, result, bottleneck, tolerance):
+        outcomes = technique.advise(facts, result, bottleneck, tolerance)
+        if technique.name in by_engine:
+            # The engine's figures win; quantization keeps the eager formats it has not run.
+            kept = [o for o in outcomes if technique.name == "quantization"]
+            outcomes = by_engine[technique.name] + kept
+        for outcome in outcomes:
             bucket = recommendations if isinstance(outcome, Recommendation) else refused
             bucket.append(outcome)  # type: ignore[arg-type]
     recommendations = rank(recommendations, bottleneck)
     notes = [note] if (note := close_call(recommendations)) else []
     reason = why(bottleneck, facts, ran)
     agrees, note = agreement(facts, bottleneck, reason)
+    if by_engine and engine is not None:
+        notes.append(
+            f"Serving figures are {engine.name} {engine.version}'s, measured at your workload; "
+            f"{', '.join(sorted(by_engine))} are judged on the engine's measurements (the "
+            "eager-mode experiments stay in their sections)."
+        )
     return Advice(
         basis=facts.basis,
         bottleneck=bottleneck,
@@ -92,7 +100,7 @@ def advise(
         agreement_note=note,
         recommendations=recommendations,
         not_recommended=refused,
-        experiments_missing=missing(facts, ran, recommendations, refused),
+        experiments_missing=missing(facts, ran, recommendations, refused, set(by_engine)),
         quality_tolerance=tolerance,
         ranking=RANKING,
         notes=notes,
@@ -182,25 +190,6 @@ def close_call(recommendations: list[Recommendation]) -> str:
     )
 
 
-def missing(
-    facts: Facts,
-    ran: Experiments,
-    recommendations: list[Recommendation],
-    refused: list[NotRecommended],
-) -> list[MissingExperiment]:
-    judged = {r.technique for r in recommendations} | {r.technique for r in refused}
-    out = []
-    for technique in (t.name for t in TECHNIQUES):
-        if getattr(ran, technique) is not None:
-            continue
-        how = "estimated" if technique in judged else "not judged"
-        lead = "not run in this job" if facts.measured else "no experiment runs in an estimate"
-        then = "an estimate stands in (marked estimated)" if how == "estimated" else "not judged"
-        note = f"{lead}: {then}; {MISSING_HINTS[technique]}"
-        out.append(MissingExperiment(technique, how, note))
-    return out
-
-
 # -- a profile ------------------------------------------------------------------
 
 
@@ -210,7 +199,7 @@ def advise_profile(
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
 ) -> Advice:
     """The advice for a profile; raises ValueError when it has no verdict."""
-    return advise(facts_of(profile, shapes), profile.experiments, tolerance)
+    return advise(facts_of(profile, shapes), profile.experiments, tolerance, profile.engine)
 
 
 def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:

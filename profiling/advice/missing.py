@@ -1,0 +1,37 @@
+"""What the advice could not judge from a measurement: the techniques no experiment ran for."""
+
+from __future__ import annotations
+
+from profiling.advice_results import MissingExperiment, NotRecommended, Recommendation
+from profiling.facts import Facts
+from profiling.profile import Experiments
+from profiling.techniques import TECHNIQUES
+
+MISSING_HINTS = {
+    "quantization": "run it to measure speed and quality on your model",
+    "speculative": "its gain rests on how many drafted tokens are accepted, which only a run "
+    "measures",
+    "caching": "send a prompt sample or a shared prefix to measure the reuse",
+    "parallel": "run it to size each device from the real parameters",
+    "disaggregation": "the parallel experiment measures a prefill joining decode steps",
+}
+
+
+def missing(
+    facts: Facts,
+    ran: Experiments,
+    recommendations: list[Recommendation],
+    refused: list[NotRecommended],
+    on_engine: set[str] | None = None,
+) -> list[MissingExperiment]:
+    judged = {r.technique for r in recommendations} | {r.technique for r in refused}
+    out = []
+    for technique in (t.name for t in TECHNIQUES):
+        if getattr(ran, technique) is not None or technique in (on_engine or set()):
+            continue
+        how = "estimated" if technique in judged else "not judged"
+        lead = "not run in this job" if facts.measured else "no experiment runs in an estimate"
+        then = "an estimate stands in (marked estimated)" if how == "estimated" else "not judged"
+        note = f"{lead}: {then}; {MISSING_HINTS[technique]}"
+        out.append(MissingExperiment(technique, how, note))
+    return out

@@ -1,0 +1,208 @@
+"""The engine profile: the user's model served by vLLM, measured at the user's workload.
+
+One server per configuration, each started, used for every run it serves and
+stopped (always, under `_guard.py`):
+- the reference server (vLLM's defaults, prefix caching on): the concurrency
+  sweep at the user's workload, prefix caching's "on" side, the greedy text and
+  the perplexity every variant is checked against;
+- prefix caching off: the same prompts again;
+- speculative decoding, n-gram and a draft model, one server per draft length;
+- the quantizations the engine runs itself (fp8 weights, fp8 KV cache, our GPTQ
+  checkpoint when the quantization experiment saved one);
+- tensor parallelism over two ranks when asked.
+A configuration the engine cannot start or finish is recorded as
+"engine failed: <its reason>" and the rest of the profile stands.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from profiling.engine import bench, client, vllm
+from profiling.engine.plan import CHECK_PROMPTS, CHECK_TOKENS, EVAL_WINDOW, NGRAM, EnginePlan
+from profiling.engine.results import EngineResult, Launch, ServingPoint
+from profiling.engine.server import EngineFailed, Server
+from profiling.engine.techniques import (
+    engine_threads,
+    measure_quantization,
+    measure_speculative,
+    measure_tensor_parallel,
+    prefix_result,
+    reference_kv_tokens,
+)
+
+Progress = Callable[[str, float, str], None]
+
+
+@dataclass
+class Target:
+    """What the engine serves and how the user's traffic looks."""
+
+    model: str  # a directory or a Hub id, as vLLM takes it
+    device: str
+    dtype: str
+    prompt_tokens: int
+    output_tokens: int
+    shared_prefix_tokens: int
+    concurrency: int
+    max_model_len: int
+    goodput: dict[str, float] | None  # the user's targets, {"ttft": ms, "tpot": ms}
+    prompt_sample: list[str]
+    check_prompts: list[str]
+    eval_ids: list[int]  # our evaluation text, tokenized; [] when quality is meaningless
+    gptq_dir: str | None = None  # a checkpoint our quantization experiment saved
+
+
+class Session:
+    """Starts servers for one profile; records every launch and failure."""
+
+    def __init__(self, python: Path, target: Target, plan: EnginePlan, folder: Path) -> None:
+        self.python, self.target, self.plan, self.folder = python, target, plan, folder
+        self.launches: list[Launch] = []
+        self.failures: list[str] = []
+        self._count = 0
+
+    def flags(self, extra: list[str]) -> list[str]:
+        t = self.target
+        return vllm.server_flags(t.model, t.dtype, t.max_model_len, extra)
+
+    def server(self, purpose: str, extra: list[str], tensor_parallel: int = 1) -> Server:
+        self._count += 1
+        flags = self.flags(extra)
+        log = self.folder / f"server-{self._count}.log"
+        launch = Launch(purpose, vllm.launch_command(self.python, flags), "starting")
+        self.launches.append(launch)
+        return Server(
+            lambda port: vllm.server_argv(self.python, port, flags),
+            log,
+            vllm.environment(self.target.device, tensor_parallel),
+            self.plan.start_timeout_s,
+            vllm.failure_reason,
+        )
+
+    def failed(self, purpose: str, exc: Exception) -> str:
+        reason = str(exc) or type(exc).__name__
+        if self.launches and self.launches[-1].purpose == purpose:
+            self.launches[-1].status, self.launches[-1].error = "failed", reason
+        self.failures.append(f"{purpose}: engine failed: {reason}")
+        return reason
+
+    def ran(self, server: Server) -> None:
+        self.launches[-1].status = "ran"
+        self.launches[-1].start_s = round(server.start_seconds, 1)
+
+    def runs(self, server: Server, runs: list[bench.Run]) -> list[ServingPoint]:
+        t = self.target
+        return bench.run_all(
+            self.python, server.url, t.model, runs, self.folder, self.plan.run_timeout_s
+        )
+
+    def workload(self, concurrency: int) -> bench.Prompts:
+        """The prompts of the run at `concurrency`: the same on every server, so variants
+        compare request for request, and different at each concurrency, so no run finds
+        another run's whole prompts in the cache (only the shared prefix, as a server
+        in steady state has it; the benchmark's warm-up request puts it there)."""
+        t = self.target
+        seed = 1 + (
+            self.plan.concurrencies.index(concurrency)
+            if concurrency in self.plan.concurrencies
+            else len(self.plan.concurrencies)
+        )
+        sample = None
+        if t.prompt_sample:
+            sample = self.folder / "prompt_sample.jsonl"
+            if not sample.exists():
+                sample.write_text(
+                    "".join(json.dumps({"prompt": p}) + "\n" for p in t.prompt_sample)
+                )
+        return bench.Prompts(t.prompt_tokens, t.output_tokens, t.shared_prefix_tokens, sample, seed)
+
+    def run(self, name: str, concurrency: int) -> bench.Run:
+        requests = self.plan.requests.get(concurrency, max(2 * concurrency, 8))
+        return bench.Run(
+            f"{name}-c{concurrency}", concurrency, requests, self.workload(concurrency),
+            self.plan.warmups, self.target.goodput,
+        )  # fmt: skip
+
+
+def run_engine(
+    target: Target, plan: EnginePlan, progress: Progress, folder: Path | None = None
+) -> EngineResult:
+    """Measure `target` on vLLM; the parts that fail are recorded, never raised."""
+    started = time.monotonic()
+    python = vllm.python_path()
+    version = vllm.version(python)
+    result = EngineResult(
+        name=vllm.NAME, version=version or "", command="",
+        serve_command=vllm.serve_command(target.model, vllm.server_flags(
+            target.model, target.dtype, target.max_model_len, [])),
+        dtype=target.dtype, max_model_len=target.max_model_len,
+    )  # fmt: skip
+    if version is None:
+        result.failures.append(
+            f"engine failed: no vLLM in {python} (create it with scripts/engine-env, or set "
+            f"{vllm.PYTHON_ENV})"
+        )
+        return result
+    with tempfile.TemporaryDirectory(prefix="engine-") if folder is None else _kept(folder) as d:
+        session = Session(python, target, plan, Path(d))
+        _measure(session, result, progress)
+    result.launches, result.failures = session.launches, session.failures
+    result.wall_s = round(time.monotonic() - started, 1)
+    return result
+
+
+class _kept:
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def __enter__(self) -> str:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        return str(self.folder)
+
+    def __exit__(self, *_: object) -> None:
+        pass
+
+
+def _measure(session: Session, result: EngineResult, progress: Progress) -> None:
+    t, plan = session.target, session.plan
+    reference: dict = {}
+    progress("engine", 0.0, "starting vLLM with its defaults (prefix caching on)")
+    try:
+        with session.server("reference", []) as server:
+            session.ran(server)
+            result.command = session.launches[-1].command
+            result.serving = session.runs(
+                server, [session.run("sweep", c) for c in plan.concurrencies]
+            )
+            reference["texts"] = client.greedy_texts(
+                server.url, t.model, t.check_prompts[:CHECK_PROMPTS], CHECK_TOKENS
+            )
+            reference["nll"] = client.nll_of(server.url, t.model, t.eval_ids, EVAL_WINDOW)
+            result.kv_cache_tokens = reference_kv_tokens(server.log_text())
+            result.threads = engine_threads(server.log_text())
+    except EngineFailed as exc:
+        session.failed("reference", exc)
+        return  # without the reference nothing else can be compared
+    progress("engine", 0.25, "prefix caching off, on the same prompts")
+    try:
+        with session.server("prefix caching off", ["--no-enable-prefix-caching"]) as server:
+            session.ran(server)
+            off = session.runs(server, [session.run("prefix-off", t.concurrency)])[0]
+            on = next(p for p in result.serving if p.concurrency == t.concurrency)
+            result.prefix_caching = prefix_result(off, on, t)
+    except EngineFailed as exc:
+        session.failed("prefix caching off", exc)
+    progress("engine", 0.4, "speculative decoding")
+    result.speculative = measure_speculative(session, result.serving, reference, NGRAM)
+    progress("engine", 0.7, "quantization on the engine")
+    result.quantization = measure_quantization(session, result.serving, reference)
+    if plan.tensor_parallel > 1:
+        progress("engine", 0.9, f"tensor parallel over {plan.tensor_parallel} ranks")
+        result.tensor_parallel = measure_tensor_parallel(session, result.serving)
+    progress("engine", 1.0, "engine measurements done")

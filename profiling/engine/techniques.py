@@ -1,0 +1,224 @@
+"""Each technique measured on the engine: a server per configuration, against the reference.
+
+The reference server's points (the sweep at 1 and at the user's concurrency)
+are the "without" side of every comparison; each variant server runs the same
+prompts (same seed) at the same concurrencies. A speed ratio is of medians of
+per-request figures, with a 95 % interval resampled over those requests.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from profiling.engine import client
+from profiling.engine.plan import CHECK_PROMPTS, CHECK_TOKENS, EVAL_WINDOW
+from profiling.engine.results import (
+    EngineQuantization,
+    OffOn,
+    PrefixCachingResult,
+    ServingPoint,
+    SpeculativePoint,
+    TensorParallelPoint,
+)
+from profiling.engine.server import EngineFailed
+from profiling.stats import ratio_interval
+
+_KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU) KV cache size: ([\d,]+) tokens")
+_WEIGHTS_GIB = re.compile(r"Model loading took ([\d.]+) GiB")
+
+
+def _at(points: list[ServingPoint], concurrency: int) -> ServingPoint | None:
+    return next((p for p in points if p.concurrency == concurrency), None)
+
+
+def _ratio(without: ServingPoint, with_: ServingPoint, metric: str) -> tuple[float | None, Any]:
+    """median(without) / median(with) of a per-request metric ("ttft_s", "tpot_s") over
+    the requests that streamed, and its 95 % interval."""
+    a = without.streamed_only(getattr(without, metric))
+    b = with_.streamed_only(getattr(with_, metric))
+    interval = ratio_interval(a, b)
+    if interval is None:
+        return None, None
+    return round(interval.ratio, 4), (round(interval.low, 4), round(interval.high, 4))
+
+
+def prefix_result(off: ServingPoint, on: ServingPoint, target: Any) -> PrefixCachingResult:
+    speedup, interval = _ratio(off, on, "ttft_s")
+    queries = on.server.prefix_cache_queries
+    return PrefixCachingResult(
+        prompt_tokens=target.prompt_tokens,
+        shared_prefix_tokens=target.shared_prefix_tokens,
+        concurrency=on.concurrency,
+        ttft_ms=OffOn(off.ttft_ms, on.ttft_ms),
+        server_ttft_ms={"off": off.server.ttft_mean_ms, "on": on.server.ttft_mean_ms},
+        hit_rate=on.server.prefix_cache_hits / queries if queries else 0.0,
+        speedup=speedup or 0.0,
+        interval=interval,
+        flags=["--enable-prefix-caching"],
+    )
+
+
+def _spec_configs(plan: Any, ngram: dict[str, int]) -> list[tuple[str, int, dict, str]]:
+    out = []
+    for k in plan.ks:
+        if plan.ngram:
+            out.append(("ngram", k, {"method": "ngram", "num_speculative_tokens": k, **ngram}, ""))
+        if plan.draft:
+            config = {"method": "draft_model", "model": plan.draft, "num_speculative_tokens": k}
+            out.append(("draft_model", k, config, plan.draft))
+    return out
+
+
+def measure_speculative(
+    session: Any, reference: list[ServingPoint], ref: dict, ngram: dict[str, int]
+) -> list[SpeculativePoint]:
+    t = session.target
+    out = []
+    for method, k, config, draft in _spec_configs(session.plan, ngram):
+        flags = ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+        purpose = f"speculative {method} k={k}"
+        point = SpeculativePoint(method, k, "failed", draft=draft, flags=flags)
+        try:
+            with session.server(purpose, flags) as server:
+                session.ran(server)
+                levels = sorted({1, t.concurrency})
+                runs = [session.run(f"spec-{method}-k{k}", c) for c in levels]
+                point.points = session.runs(server, runs)
+                texts = client.greedy_texts(
+                    server.url, t.model, t.check_prompts[:CHECK_PROMPTS], CHECK_TOKENS
+                )
+        except EngineFailed as exc:
+            point.error = session.failed(purpose, exc)
+            out.append(point)
+            continue
+        point.status = "ran"
+        point.output_matches = texts == ref["texts"]
+        _acceptance(point)
+        base_1, spec_1 = _at(reference, 1), _at(point.points, 1)
+        if base_1 and spec_1:
+            point.speedup, point.interval = _ratio(base_1, spec_1, "tpot_s")
+        base_c, spec_c = _at(reference, t.concurrency), _at(point.points, t.concurrency)
+        if base_c and spec_c:
+            point.speedup_at_concurrency, point.interval_at_concurrency = _ratio(
+                base_c, spec_c, "tpot_s"
+            )
+            point.throughput_speedup = round(
+                spec_c.output_tokens_per_s / base_c.output_tokens_per_s, 4
+            )
+        out.append(point)
+    return out
+
+
+def _acceptance(point: SpeculativePoint) -> None:
+    drafts = sum(p.server.spec_drafts for p in point.points)
+    drafted = sum(p.server.spec_draft_tokens for p in point.points)
+    accepted = sum(p.server.spec_accepted_tokens for p in point.points)
+    by_position = [0] * point.k
+    for p in point.points:
+        for i, n in enumerate(p.server.spec_accepted_by_position[: point.k]):
+            by_position[i] += n
+    if drafted:
+        point.acceptance_rate = round(accepted / drafted, 4)
+    if drafts:
+        point.mean_accepted_length = round(1 + accepted / drafts, 4)
+        point.acceptance_by_position = [round(n / drafts, 4) for n in by_position]
+
+
+QUANT_FLAGS = {
+    "fp8": ["--quantization", "fp8"],
+    "fp8-kv": ["--kv-cache-dtype", "fp8"],
+}
+
+
+def measure_quantization(
+    session: Any, reference: list[ServingPoint], ref: dict
+) -> list[EngineQuantization]:
+    t = session.target
+    out = []
+    base = _at(reference, t.concurrency)
+    for method in session.plan.quantization:
+        if method == "gptq" and not t.gptq_dir:
+            out.append(EngineQuantization(
+                method, "not available",
+                error="this version does not yet hand the quantization experiment's GPTQ "
+                      "checkpoint to the engine",
+            ))  # fmt: skip
+            continue
+        flags, note = list(QUANT_FLAGS.get(method, [])), ""
+        if method == "fp8" and t.dtype == "float32":
+            flags += ["--dtype", "bfloat16"]
+            note = (
+                "fp8 weights compute in 16 bits: run in bfloat16 against the float32 "
+                "reference, so its speed and quality include bfloat16's share"
+            )
+        purpose = f"quantization {method}"
+        entry = EngineQuantization(method, "failed", flags=flags, note=note)
+        try:
+            with session.server(purpose, flags) as server:
+                session.ran(server)
+                entry.points = session.runs(server, [session.run(f"quant-{method}", t.concurrency)])
+                texts = client.greedy_texts(
+                    server.url, t.model, t.check_prompts[:CHECK_PROMPTS], CHECK_TOKENS
+                )
+                nll = client.nll_of(server.url, t.model, t.eval_ids, EVAL_WINDOW)
+                log = server.log_text()
+        except EngineFailed as exc:
+            entry.error = session.failed(purpose, exc)
+            out.append(entry)
+            continue
+        entry.status = "ran"
+        entry.tpot_ms = entry.points[0].tpot_ms
+        if base:
+            entry.speedup, entry.interval = _ratio(base, entry.points[0], "tpot_s")
+        entry.greedy_agreement = round(client.agreement(ref["texts"], texts), 4)
+        if nll and ref.get("nll"):
+            entry.perplexity = client.perplexity(*nll)
+            entry.reference_perplexity = client.perplexity(*ref["nll"])
+        entry.kv_cache_tokens = _int(_KV_TOKENS, log)
+        gib = _WEIGHTS_GIB.search(log)
+        entry.weights_bytes = int(float(gib.group(1)) * 2**30) if gib else None
+        out.append(entry)
+    return out
+
+
+def reference_kv_tokens(log: str) -> int | None:
+    return _int(_KV_TOKENS, log)
+
+
+_THREADS = re.compile(r"Reducing Torch threads from (\d+) to (\d+)")
+
+
+def engine_threads(log: str) -> str:
+    """ "1 torch thread of 2 cores" when the engine says it reduced its threads."""
+    found = _THREADS.findall(log)
+    if not found:
+        return ""
+    cores, kept = found[-1]
+    return f"{kept} torch thread{'s' * (kept != '1')} of {cores}"
+
+
+def _int(pattern: re.Pattern[str], text: str) -> int | None:
+    found = pattern.findall(text)
+    return int(found[-1].replace(",", "")) if found else None
+
+
+def measure_tensor_parallel(session: Any, reference: list[ServingPoint]) -> TensorParallelPoint:
+    t, size = session.target, session.plan.tensor_parallel
+    flags = ["--tensor-parallel-size", str(size)]
+    purpose = f"tensor parallel {size}"
+    point = TensorParallelPoint(size, "failed", flags=flags)
+    try:
+        with session.server(purpose, flags, tensor_parallel=size) as server:
+            session.ran(server)
+            point.points = session.runs(server, [session.run(f"tp{size}", t.concurrency)])
+    except EngineFailed as exc:
+        point.error = session.failed(purpose, exc)
+        return point
+    point.status = "ran"
+    point.tpot_ms = point.points[0].tpot_ms
+    base = _at(reference, t.concurrency)
+    if base:
+        point.speedup, _ = _ratio(base, point.points[0], "tpot_s")
+    return point

@@ -1,0 +1,79 @@
+"""A report with an engine section: a real stored engine profile of demo on vLLM (CPU).
+
+`fixtures/cli_engine.json` is made by `scripts/make-fixtures` on a machine with the
+engine (`scripts/engine-env`); the page is rendered by the site from it.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from advisor.reports.engine import recommended_command
+from profiling.profile import Profile
+from profiling.units import ms
+from tests.advisor.test_charts import stored_result
+from tests.advisor.test_one_story import rendered, section, text
+
+pytestmark = pytest.mark.django_db
+RESULT = "cli_engine.json"
+
+
+@pytest.fixture
+def engine_page(client):
+    result = stored_result(RESULT)
+    _, page = rendered(client, result)
+    return Profile.from_dict(result), page
+
+
+def test_the_verdict_is_the_engines_measurement_at_the_users_concurrency(engine_page):
+    profile, page = engine_page
+    engine, work = profile.engine, profile.config.workload
+    point = next(p for p in engine.serving if p.concurrency == work.concurrency)
+    assert profile.verdict.ttft_ms == point.ttft_ms.p50
+    assert profile.verdict.tpot_ms == point.tpot_ms.p50
+    assert profile.eager_verdict is not None and profile.eager_verdict.tpot_ms != point.tpot_ms.p50
+    verdict = text(section(page, "verdict"))
+    assert ms(point.tpot_ms.p50, "ms") in verdict and "measured on vllm" in verdict
+    assert any("vllm" in note and "measured at your workload" in note
+               for note in profile.advice.notes)  # fmt: skip
+
+
+def test_the_engine_section_shows_the_sweep_with_units_and_the_command(engine_page):
+    profile, page = engine_page
+    part = section(page, "engine")
+    assert recommended_command(profile.engine, profile.advice) in text(part)
+    assert text(part).count("vllm serve ") == 1
+    table = part[part.index('id="engine-sweep"') :]
+    table = table[: table.index("</table>")]
+    headers = re.findall(r"<th[^>]*>(.*?)</th>", table.split("</thead>")[0])
+    units = {i: m.group(1) for i, h in enumerate(headers) if (m := re.search(r"\(([^)]+)\)$", h))}
+    assert len(units) >= 9
+    rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.split("<tbody>")[1], re.S)
+    assert len(rows) == len(profile.engine.serving)
+    for row in rows:
+        cells = [text(c) for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        for i, unit in units.items():
+            assert cells[i].endswith(unit), (headers[i], cells[i])
+
+
+def test_failed_configurations_are_listed_with_the_engines_reason(engine_page):
+    profile, page = engine_page
+    part = text(section(page, "engine"))
+    for failure in profile.engine.failures:
+        assert failure in part
+    assert "head_size divisible by 32" in part
+
+
+def test_speculation_and_caching_are_judged_on_the_engine(engine_page):
+    profile, _ = engine_page
+    advice = profile.advice
+    judged = [*advice.recommendations, *advice.not_recommended]
+    for technique in ("speculative", "caching"):
+        mine = [o for o in judged if o.technique == technique]
+        assert mine, technique
+        for outcome in mine:
+            words = getattr(outcome, "why", "") or outcome.setting
+            assert "vllm" in words, (technique, words)
+    assert not any(m.technique in ("speculative", "caching") for m in advice.experiments_missing)

@@ -1,0 +1,82 @@
+"""The engine's pure parts: its counters, its log's reasons, the plan, coalesced requests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from profiling.engine import bench, vllm
+from profiling.engine.metrics import parse_metrics
+from profiling.engine.plan import make_plan, sweep
+
+PROM = """\
+# HELP vllm:prefix_cache_queries_total Prefix cache queries
+# TYPE vllm:prefix_cache_queries_total counter
+vllm:prefix_cache_queries_total{engine="0",model_name="m"} 5124.0
+vllm:prefix_cache_queries_total{engine="1",model_name="m"} 76.0
+vllm:prefix_cache_hits_total{engine="0",model_name="m"} 3456.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="0"} 40.0
+vllm:spec_decode_num_accepted_tokens_per_pos_total{engine="0",model_name="m",position="1"} 25.0
+vllm:time_to_first_token_seconds_sum{engine="0",model_name="m"} 0.5
+vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 20.0
+"""
+
+
+def test_counters_are_summed_over_engines_and_kept_per_position():
+    m = parse_metrics(PROM)
+    assert m.get("vllm:prefix_cache_queries_total") == 5200.0
+    assert m.get("vllm:prefix_cache_hits_total") == 3456.0
+    assert m.by_position == {0: 40.0, 1: 25.0}
+    assert m.get("vllm:absent") == 0.0
+
+
+def test_a_run_reads_its_own_counters_only():
+    before = parse_metrics(PROM)
+    after = parse_metrics(
+        PROM.replace("5124.0", "6124.0").replace("3456.0", "4256.0").replace(" 40.0", " 70.0")
+        .replace("0.5\n", "0.9\n").replace("20.0\n", "30.0\n")
+    )  # fmt: skip
+    c = bench.counters(before, after)
+    assert (c.prefix_cache_queries, c.prefix_cache_hits) == (1000, 800)
+    assert c.spec_accepted_by_position == [30, 0]
+    assert abs(c.ttft_mean_ms - 40.0) < 1e-9  # 0.4 s over 10 requests
+
+
+LOGS = Path(__file__).with_name("logs")  # excerpts of real vLLM 0.32 server logs
+VALIDATION_LOG = (LOGS / "fp8_float32.log").read_text()
+ROOT_CAUSE_LOG = (LOGS / "fp8_kv_head_size.log").read_text()
+
+
+def test_the_reason_is_the_root_error_not_a_warning_or_a_wrapper():
+    assert vllm.failure_reason(VALIDATION_LOG) == (
+        "ValidationError: 1 validation error for VllmConfig: torch.float32 is not supported "
+        "for quantization method fp8. Supported dtypes: [torch.bfloat16, torch.float16]"
+    )
+    assert vllm.failure_reason(ROOT_CAUSE_LOG) == (
+        "NotImplementedError: FP8 KV cache requires head_size divisible by 32 on CPU."
+    )
+    assert vllm.failure_reason("OSError: [Errno 98] Address already in use") == (
+        "address already in use (port taken)"
+    )
+    assert vllm.failure_reason("") == "the engine exited without a message"
+
+
+def test_the_sweep_brackets_the_users_concurrency():
+    assert sweep(8) == [1, 8, 16]
+    assert sweep(1) == [1, 2]
+    plan = make_plan(8, quick=True, ks=None, ngram=True, draft=None, tensor_parallel=0)
+    assert plan.concurrencies == [1, 8, 16] and plan.ks == [3]
+    assert all(plan.requests[c] >= 2 * c for c in plan.concurrencies)
+    assert make_plan(8, False, [2, 5], True, None, 0).ks == [2, 5]
+
+
+def test_requests_read_in_one_burst_are_told_apart_from_streamed_ones():
+    saved = {"itls": [[0.003, 0.0028, 0.0031], [1e-6, 2e-6, 1e-6], []]}
+    assert bench.streamed(saved) == [True, False, True]
+
+
+def test_the_serve_command_is_what_a_user_types():
+    flags = vllm.server_flags("/m", "bfloat16", 1024, ["--speculative-config", '{"k":1}'])
+    assert vllm.serve_command("/m", flags) == (
+        "vllm serve /m --dtype bfloat16 --max-model-len 1024 --seed 0 "
+        "--speculative-config '{\"k\":1}'"
+    )

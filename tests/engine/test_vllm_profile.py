@@ -1,0 +1,100 @@
+"""One engine profile of the demo model on vLLM, end to end, on this machine's CPU.
+
+The real engine, from its own environment (`scripts/engine-env`): skipped where
+there is none, and a failure instead when ADVISOR_REQUIRE_ENGINE is set (CI).
+One profile serves every assertion: each engine configuration is a server
+start of about a minute.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from profiling.engine import vllm
+
+ROOT = Path(__file__).resolve().parents[2]
+SHARED, PROMPT = 384, 512  # a 75 % shared prefix
+TIMEOUT_S = 1500
+
+
+@pytest.fixture(scope="module")
+def engine_profile(tmp_path_factory) -> dict:
+    if vllm.version() is None:
+        if os.environ.get("ADVISOR_REQUIRE_ENGINE"):
+            pytest.fail(f"no vLLM at {vllm.python_path()}: run scripts/engine-env")
+        pytest.skip("no engine environment (scripts/engine-env makes one)")
+    out = tmp_path_factory.mktemp("engine") / "out.json"
+    argv = [
+        sys.executable, "-m", "profiling", "profile", "demo", "--device", "cpu", "--quick",
+        "--engine", "vllm", "--prompt-tokens", str(PROMPT), "--shared-prefix-tokens",
+        str(SHARED), "--output-tokens", "32", "--concurrency", "4", "--tpot-ms", "200",
+        "--json", str(out),
+    ]  # fmt: skip
+    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+def test_the_engine_section_names_the_engine_and_its_launch(engine_profile):
+    engine = engine_profile["engine"]
+    assert engine["name"] == "vllm" and engine["version"] == vllm.version()
+    assert "vllm.entrypoints.openai.api_server" in engine["command"]
+    assert engine["serve_command"].startswith("vllm serve ")
+
+
+def test_the_sweep_has_a_point_per_concurrency_with_percentiles(engine_profile):
+    points = engine_profile["engine"]["serving"]
+    assert [p["concurrency"] for p in points] == [1, 4, 8]
+    for p in points:
+        assert p["failed"] == 0 and p["requests"] >= 2 * p["concurrency"]
+        for metric in ("ttft_ms", "tpot_ms", "itl_ms"):
+            spread = p[metric]
+            assert 0 <= spread["p50"] <= spread["p90"] <= spread["p99"], (metric, spread)
+        assert p["output_tokens_per_s"] > 0
+        assert p["goodput"] is not None and 0 <= p["goodput"] <= p["requests_per_s"] + 1e-9
+        assert len(p["ttft_s"]) == p["requests"]
+
+
+def test_prefix_caching_shortens_ttft_and_hits_about_the_shared_share(engine_profile):
+    caching = engine_profile["engine"]["prefix_caching"]
+    assert caching["shared_prefix_tokens"] == SHARED
+    assert caching["ttft_ms"]["on"]["p50"] < caching["ttft_ms"]["off"]["p50"]
+    assert caching["server_ttft_ms"]["on"] < caching["server_ttft_ms"]["off"]
+    assert abs(caching["hit_rate"] - SHARED / PROMPT) < 0.15, caching["hit_rate"]
+
+
+def test_speculation_is_accepted_and_changes_no_greedy_token(engine_profile):
+    points = engine_profile["engine"]["speculative"]
+    assert {p["method"] for p in points} == {"ngram", "draft_model"}
+    for p in points:
+        assert p["status"] == "ran", p["error"]
+        assert p["acceptance_rate"] > 0 and p["mean_accepted_length"] > 1
+        assert len(p["acceptance_by_position"]) == p["k"]
+        assert p["output_matches"] is True
+        assert p["speedup"] is not None
+
+
+def test_a_configuration_the_engine_cannot_start_is_reported_with_its_reason(engine_profile):
+    engine = engine_profile["engine"]
+    by_method = {q["method"]: q for q in engine["quantization"]}
+    # The demo's heads are 48 wide; the CPU build's fp8 KV cache needs a multiple of 32.
+    kv = by_method["fp8-kv"]
+    assert kv["status"] == "failed" and "head_size divisible by 32" in kv["error"]
+    assert any(f.startswith("quantization fp8-kv: engine failed: ") for f in engine["failures"])
+    assert any("engine failed" in w for w in engine_profile["warnings"])
+    # The rest of the profile stands.
+    assert engine_profile["verdict"] and engine["serving"]
+
+
+def test_no_engine_process_is_left_afterwards(engine_profile):
+    left = subprocess.run(
+        ["pgrep", "-f", "vllm.entrypoints.openai.api_server|_bench_driver.py"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert left.stdout.strip() == ""
