@@ -12,6 +12,7 @@ requests, at or above MIN_GAIN (`rule_kit.judged`), as every measured effect.
 from __future__ import annotations
 
 import shlex
+from typing import Any
 
 from profiling.advice_results import (
     Change,
@@ -116,10 +117,22 @@ def _speculative(engine: EngineResult, facts: Facts) -> list[Outcome]:
                 candidates.append((interval.low, i, p, at, interval))
     if not candidates or base is None:
         return out
-    _, i, p, at, interval = max(candidates, key=lambda c: c[:2])
+    candidates.sort(key=lambda c: c[:2], reverse=True)
+    _, i, p, at, interval = candidates[0]
     key = f"engine.speculative[{i}]"
-    what = f"{p.method} K={p.k} on {engine.name} at concurrency {c} (TPOT p50 without / with)"
-    refused = judged("speculative", what, interval, key)
+
+    def what(point: Any) -> str:
+        return (f"{point.method} K={point.k} on {engine.name} at concurrency {c} "
+                "(TPOT p50 without / with)")  # fmt: skip
+
+    # Every configuration but the best is set aside with its own figure.
+    for _, j, other, _, other_interval in candidates[1:]:
+        other_key = f"engine.speculative[{j}]"
+        refused = judged("speculative", what(other), other_interval, other_key)
+        out.append(refused or NotRecommended(
+            "speculative", f"{what(other)}: {other_interval.text()}; {p.method} K={p.k} is "
+            "surer", other_key))  # fmt: skip
+    refused = judged("speculative", what(p), interval, key)
     if refused is not None:
         return [*out, refused]
     before, after = base.tpot_ms.p50, at.tpot_ms.p50

@@ -184,6 +184,9 @@ def _measure(session: Session, result: EngineResult, progress: Progress) -> None
                 server.url, t.model, t.check_prompts[:CHECK_PROMPTS], CHECK_TOKENS
             )
             reference["nll"] = client.nll_of(server.url, t.model, t.eval_ids, EVAL_WINDOW)
+            if reference["nll"]:
+                result.perplexity = client.perplexity(*reference["nll"])
+                result.eval_tokens = reference["nll"][1]
             result.kv_cache_tokens = reference_kv_tokens(server.log_text())
             result.threads = engine_threads(server.log_text())
     except EngineFailed as exc:

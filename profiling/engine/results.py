@@ -179,6 +179,10 @@ class EngineResult:
     dtype: str
     max_model_len: int
     kv_cache_tokens: int | None = None  # tokens of KV the reference server holds
+    # Our evaluation text's perplexity through the reference server (its prompt
+    # log-probabilities): beside the eager model's, a check of the engine's numerics.
+    perplexity: float | None = None
+    eval_tokens: int = 0
     serving: list[ServingPoint] = field(default_factory=list)
     prefix_caching: PrefixCachingResult | None = None
     speculative: list[SpeculativePoint] = field(default_factory=list)
