@@ -323,8 +323,9 @@ OPTIONS: dict[str, Option] = {
             "vllm: serve the model in vLLM (from the worker's engine environment) at your "
             "workload with vLLM's own benchmark client: a concurrency sweep with p50/p90/p99, "
             "prefix caching off and on, speculative decoding (n-gram and the draft), fp8 "
-            "weights and KV cache; each configuration is a server start (about a minute on a "
-            "CPU). Blank: eager transformers only.",
+            "weights and KV cache, and the GPTQ checkpoint when gptq-int4 is a precision to "
+            "compare; each configuration is a server start (about a minute on a CPU). Blank: "
+            "eager transformers only.",
             "--engine",
             choices=ENGINE_CHOICES,
             metavar="vllm",

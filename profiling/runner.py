@@ -141,14 +141,21 @@ def _run(
     )
     if busy and device == "cpu":
         profile.warnings.append(busy)
-    _run_experiments(profile, experiments, loaded, device, dtype, clock, progress, spans)
-    if config.engine:
-        from profiling.engine.for_profile import run_for_profile
+    # Files the experiments leave for the engine (a GPTQ checkpoint), only when it runs.
+    with _artifacts_dir(config) as folder:
+        artifacts: dict[str, str] = {}
+        _run_experiments(
+            profile, experiments, loaded, device, dtype, clock, progress, spans, folder, artifacts
+        )
+        if config.engine:
+            from profiling.engine.for_profile import run_for_profile
 
-        engine_progress = span(progress, *spans["engine"])
-        profile.engine = run_for_profile(config, loaded, device, dtype, engine_progress)
-        profile.warnings += profile.engine.failures
-        _prefer_engine_verdict(profile, fit)
+            engine_progress = span(progress, *spans["engine"])
+            profile.engine = run_for_profile(
+                config, loaded, device, dtype, engine_progress, artifacts
+            )
+            profile.warnings += profile.engine.failures
+            _prefer_engine_verdict(profile, fit)
     # The prompt sample (up to 16 MiB) has been analysed; the result keeps its
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
     profile.config = config.replace(prompt_sample=[])
@@ -156,6 +163,15 @@ def _run(
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
     return profile
+
+
+def _artifacts_dir(config: ProfileConfig) -> Any:
+    import contextlib
+    import tempfile
+
+    if not config.engine:
+        return contextlib.nullcontext(None)
+    return tempfile.TemporaryDirectory(prefix="advisor-artifacts-")
 
 
 def _prefer_engine_verdict(profile: Profile, fit: FitCheck | None) -> None:
@@ -240,6 +256,8 @@ def _run_experiments(
     clock: Clock,
     progress: Progress,
     spans: dict[str, tuple[float, float]],
+    artifacts_dir: str | None = None,
+    artifacts: dict[str, str] | None = None,
 ) -> None:
     for name, experiment in experiments.items():
         context = ExperimentContext(
@@ -250,6 +268,8 @@ def _run_experiments(
             clock,
             span(progress, *spans[name]),
             profile,
+            artifacts_dir,
+            artifacts if artifacts is not None else {},
         )
         setattr(profile.experiments, name, experiment(context))
 

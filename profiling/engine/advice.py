@@ -179,9 +179,14 @@ def _quantization(engine: EngineResult, facts: Facts, tolerance: QualityToleranc
             out.append(refused)
             continue
         before, after = base.tpot_ms.p50, at.tpot_ms.p50
+        setting = f"{engine.name} {shlex.join(q.flags)}"
+        if "--model" in q.flags:  # our checkpoint lived in the job's temporary folder
+            rest = [f for f in q.flags if f not in q.flags[:4]]
+            setting = (f"{engine.name} serve <your GPTQ int4 checkpoint, made as this job's "
+                       f"quantization experiment made it> {shlex.join(rest)}").strip()  # fmt: skip
         out.append(Recommendation(
             technique="quantization",
-            setting=f"{engine.name} {shlex.join(q.flags)}",
+            setting=setting,
             expected_effect=ExpectedEffect(
                 f"decode {before / after:.2f}× faster: TPOT {_ms(before)} → {_ms(after)} "
                 "(measured on the engine)",
@@ -205,6 +210,8 @@ def recommended_flags(engine: EngineResult, recommendations: list[Recommendation
                 continue
             entries = engine.speculative if part == "speculative" else engine.quantization
             i = int(index.rstrip("]"))
-            if i < len(entries) and not any(f in flags for f in entries[i].flags[::2]):
+            if i >= len(entries) or "--model" in entries[i].flags:
+                continue  # another checkpoint (GPTQ): its recommendation names it
+            if not any(f in flags for f in entries[i].flags[::2]):
                 flags += entries[i].flags
     return flags

@@ -50,8 +50,14 @@ def tensor_parallel_size(config: ProfileConfig, device: str) -> int:
 
 
 def run_for_profile(
-    config: ProfileConfig, loaded: Any, device: str, dtype: str, progress: Progress
+    config: ProfileConfig,
+    loaded: Any,
+    device: str,
+    dtype: str,
+    progress: Progress,
+    artifacts: dict[str, str] | None = None,
 ) -> EngineResult:
+    """`artifacts`: what the experiments left for the engine ("gptq-int4": a checkpoint)."""
     from profiling.prompts import load_eval_text, load_prompts
 
     model = engine_model(loaded)
@@ -76,6 +82,7 @@ def run_for_profile(
         max_model_len=max_model_len(config, loaded.info.max_position_embeddings),
         goodput=targets or None, prompt_sample=list(config.prompt_sample),
         check_prompts=load_prompts().prompts, eval_ids=eval_ids[: plan.eval_tokens],
+        gptq_dir=(artifacts or {}).get("gptq-int4"),
     )  # fmt: skip
     try:
         return run_engine(target, plan, progress)

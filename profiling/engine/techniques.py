@@ -142,15 +142,18 @@ def measure_quantization(
         if method == "gptq" and not t.gptq_dir:
             out.append(EngineQuantization(
                 method, "not available",
-                error="this version does not yet hand the quantization experiment's GPTQ "
-                      "checkpoint to the engine",
+                error="no GPTQ checkpoint in this run: the quantization experiment with "
+                      "gptq-int4 among its precisions makes the one the engine serves",
             ))  # fmt: skip
             continue
         flags, note = list(QUANT_FLAGS.get(method, [])), ""
-        if method == "fp8" and t.dtype == "float32":
+        if method == "gptq":
+            # Our checkpoint, served under the reference's name so the same client runs.
+            flags = ["--model", t.gptq_dir, "--served-model-name", t.model]
+        if method in ("fp8", "gptq") and t.dtype == "float32":
             flags += ["--dtype", "bfloat16"]
             note = (
-                "fp8 weights compute in 16 bits: run in bfloat16 against the float32 "
+                f"{method} computes in 16 bits: run in bfloat16 against the float32 "
                 "reference, so its speed and quality include bfloat16's share"
             )
         purpose = f"quantization {method}"

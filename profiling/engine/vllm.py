@@ -96,6 +96,7 @@ def launch_command(python: Path, flags: list[str]) -> str:
 _ERROR_LINE = re.compile(
     r"((?:[A-Z][A-Za-z]*(?:Error|Exception)|torch\.OutOfMemoryError)\s*:\s*.+)$"
 )
+_BARE = re.compile(r"\b([A-Z][A-Za-z]*(?:Error|Exception))\s*$")  # "AssertionError"
 _OOM = re.compile(r"out of memory|insufficient memory|not enough memory|cannot allocate", re.I)
 
 
@@ -110,11 +111,7 @@ def failure_reason(log: str) -> str:
     for line in reversed(lines):
         if "address already in use" in line.lower():
             return "address already in use (port taken)"
-    errors = [
-        (i, m.group(1))
-        for i, line in enumerate(lines)
-        if not _WARNING.search(line) and (m := _ERROR_LINE.search(line))
-    ]
+    errors = [(i, e) for i in range(len(lines)) if (e := _error_at(lines, i))]
     specific = [(i, e) for i, e in errors if not any(w in e.lower() for w in _WRAPPERS)]
     for i, error in specific[:1] or errors[-1:]:
         if "validation error" in error and i + 1 < len(lines):
@@ -126,6 +123,22 @@ def failure_reason(log: str) -> str:
         if _OOM.search(line):
             return _clip(line)
     return _clip(lines[-1]) if lines else "the engine exited without a message"
+
+
+def _error_at(lines: list[str], i: int) -> str | None:
+    """The exception line `i` states ("ValueError: why"), with the code line that raised
+    a bare one ("AssertionError at `assert a == b`"); None for any other line."""
+    if _WARNING.search(lines[i]):
+        return None
+    if match := _ERROR_LINE.search(lines[i]):
+        return match.group(1)
+    if not (match := _BARE.search(lines[i])):
+        return None
+    for line in reversed(lines[max(0, i - 3) : i]):
+        code = _clip(line)
+        if code and not code.startswith(("File ", "^")) and not set(code) <= {"^", " "}:
+            return f"{match.group(1)} at `{code}`"
+    return match.group(1)
 
 
 def _clip(text: str, limit: int = 400) -> str:

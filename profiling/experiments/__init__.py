@@ -13,7 +13,7 @@ stored under its name in `Profile.experiments`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from profiling.config import ProfileConfig
@@ -33,6 +33,11 @@ class ExperimentContext:
     clock: Clock
     progress: Progress  # fraction 0..1 of this experiment's own share
     profile: Profile  # the baseline profile measured so far
+    # Where an experiment may leave files for a later step of the same run (the
+    # quantization's GPTQ checkpoint for the engine), and what it left there by name;
+    # None when no later step asked for any. Deleted when the run ends.
+    artifacts_dir: str | None = None
+    artifacts: dict[str, str] = field(default_factory=dict)
 
 
 Experiment = Callable[[ExperimentContext], Any]  # a technique's typed result

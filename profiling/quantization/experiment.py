@@ -116,13 +116,28 @@ def run_quantization(
     *,
     clock: Clock | None = None,
     progress: Progress | None = None,
+    save_dir: str | None = None,
+    saved: dict[str, str] | None = None,
 ) -> QuantizationResult:
     """Measure every variant of `plan` for the model of `config` (already `loaded` once,
-    which gives the module layout, the tokenizer and whether the weights are random)."""
+    which gives the module layout, the tokenizer and whether the weights are random).
+
+    With `save_dir`, each measured checkpoint an engine can serve (GPTQ) is saved there
+    and its folder put in `saved` under the variant's name."""
     from profiling.quantization.measure import Job
-    from profiling.quantization.report import finding, warnings_for
 
     job = Job(config, loaded, device, run_dtype, plan, clock or clock_for(device))
+    job.save_dir = save_dir
+    result = _measure_all(job, plan, loaded, progress)
+    if saved is not None:
+        saved.update(job.saved)
+    return result
+
+
+def _measure_all(job: Any, plan: QuantPlan, loaded: Any, progress: Progress | None) -> Any:
+    from profiling.quantization.report import finding, warnings_for
+
+    device = job.device
     specs = variant_specs(plan)
     variants = []
     for i, spec in enumerate(specs):
@@ -192,5 +207,7 @@ def run_for_context(context: Any) -> QuantizationResult:
         plan,
         clock=context.clock,
         progress=context.progress,
+        save_dir=context.artifacts_dir,
+        saved=context.artifacts,
     )
     return result

@@ -41,6 +41,8 @@ class Job:
         self.compute_dtype = run_dtype
         self.model: Any = None
         self.warnings: list[str] = []
+        self.save_dir: str | None = None  # where engine-servable checkpoints go
+        self.saved: dict[str, str] = {}
 
     # -- building ---------------------------------------------------------------------
 
@@ -93,6 +95,9 @@ class Job:
         built = self.build(spec)
         self.model = built.model
         variant.settings = built.settings
+        if self.save_dir and built.settings.method == "gptq" and not spec.keep:
+            # Before the first forward, which repacks the weights for this device's kernel.
+            self._save(spec.name)
         self._speed(variant)  # first: some kernels repack their weights on the first forward
         weights = weight_bytes(self.model)
         variant.weights_bytes, variant.linear_weights_bytes = weights.total, weights.linear
@@ -101,6 +106,17 @@ class Job:
             variant.is_reference, self.reference_name = True, variant.name
         if self.quality_meaningful:
             self._quality(variant)
+
+    def _save(self, name: str) -> None:
+        """The quantized checkpoint as a serving engine loads it (config, safetensors,
+        tokenizer), for the engine profile of the same run."""
+        import os
+
+        folder = os.path.join(self.save_dir, name)
+        self.model.save_pretrained(folder)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(folder)
+        self.saved[name] = folder
 
     def _allocated(self) -> int:
         if not self.device.startswith("cuda"):

@@ -44,6 +44,7 @@ def test_a_run_reads_its_own_counters_only():
 LOGS = Path(__file__).with_name("logs")  # excerpts of real vLLM 0.32 server logs
 VALIDATION_LOG = (LOGS / "fp8_float32.log").read_text()
 ROOT_CAUSE_LOG = (LOGS / "fp8_kv_head_size.log").read_text()
+BARE_LOG = (LOGS / "gptq_repacked.log").read_text()  # a checkpoint saved after a repack
 
 
 def test_the_reason_is_the_root_error_not_a_warning_or_a_wrapper():
@@ -53,6 +54,9 @@ def test_the_reason_is_the_root_error_not_a_warning_or_a_wrapper():
     )
     assert vllm.failure_reason(ROOT_CAUSE_LOG) == (
         "NotImplementedError: FP8 KV cache requires head_size divisible by 32 on CPU."
+    )
+    assert vllm.failure_reason(BARE_LOG) == (
+        "AssertionError at `assert self.data.shape == loaded_weight.shape`"
     )
     assert vllm.failure_reason("OSError: [Errno 98] Address already in use") == (
         "address already in use (port taken)"

@@ -34,6 +34,8 @@ def engine_profile(tmp_path_factory) -> dict:
         sys.executable, "-m", "profiling", "profile", "demo", "--device", "cpu", "--quick",
         "--engine", "vllm", "--prompt-tokens", str(PROMPT), "--shared-prefix-tokens",
         str(SHARED), "--output-tokens", "32", "--concurrency", "4", "--tpot-ms", "200",
+        # The quantization experiment's GPTQ checkpoint is handed to the engine.
+        "--experiments", "quantization", "--precisions", "fp32,gptq-int4",
         "--json", str(out),
     ]  # fmt: skip
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
@@ -90,6 +92,19 @@ def test_a_configuration_the_engine_cannot_start_is_reported_with_its_reason(eng
     assert any("engine failed" in w for w in engine_profile["warnings"])
     # The rest of the profile stands.
     assert engine_profile["verdict"] and engine["serving"]
+
+
+def test_the_gptq_checkpoint_the_quantization_experiment_made_is_served_by_the_engine(
+    engine_profile,
+):
+    eager = {v["name"]: v for v in engine_profile["quantization"]["variants"]}
+    assert eager["gptq-int4"]["status"] == "measured"
+    gptq = {q["method"]: q for q in engine_profile["engine"]["quantization"]}["gptq"]
+    assert gptq["status"] == "ran", gptq["error"]
+    assert "--served-model-name" in gptq["flags"] and gptq["tpot_ms"]["p50"] > 0
+    # Quality through the engine, on our evaluation text and the plain server's greedy text.
+    assert gptq["perplexity"] > 1 and gptq["reference_perplexity"] > 1
+    assert 0 < gptq["greedy_agreement"] <= 1
 
 
 def test_no_engine_process_is_left_afterwards(engine_profile):
