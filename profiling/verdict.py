@@ -122,8 +122,8 @@ def verdict(
         dominant="prefill" if pre.value >= decode_seconds else "decode",
         ttft_ms=ttft_ms,
         tpot_ms=tpot_ms,
-        ttft_meets_target=_meets(ttft_ms, workload.ttft_ms),
-        tpot_meets_target=_meets(tpot_ms, workload.tpot_ms),
+        ttft_meets_target=meets(ttft_ms, workload.ttft_ms),
+        tpot_meets_target=meets(tpot_ms, workload.tpot_ms),
         interpolated=pre.outside or step.outside or dec_batch != workload.concurrency,
         basis=basis,
         fits=fit.fits if fit else None,
@@ -132,7 +132,7 @@ def verdict(
     return out
 
 
-def _meets(value_ms: float, target_ms: float | None) -> bool | None:
+def meets(value_ms: float, target_ms: float | None) -> bool | None:
     return None if target_ms is None else value_ms <= target_ms
 
 

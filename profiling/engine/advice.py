@@ -25,7 +25,7 @@ from profiling.advice_results import (
 from profiling.engine.results import EngineResult, PrefixCachingResult, ServingPoint
 from profiling.engine.verdict import point_at
 from profiling.facts import Facts
-from profiling.rule_kit import Outcome, interval_fields, judged
+from profiling.rule_kit import Outcome, interval_fields, judged, ms
 from profiling.stats import Interval
 
 ANCHOR = "#engine"
@@ -43,8 +43,10 @@ def _streamed(point: ServingPoint) -> int:
     return sum(point.streamed) if point.streamed else point.requests
 
 
-def _ms(value: float) -> str:
-    return f"{value:.3g} ms" if value < 100 else f"{value:.0f} ms"
+def _faster(before_ms: float, after_ms: float) -> str:
+    """ "decode 1.12× faster: TPOT 3.41 → 3.02 ms" """
+    return (f"decode {before_ms / after_ms:.2f}× faster: "
+            f"TPOT {ms(before_ms / 1e3)} → {ms(after_ms / 1e3)} ms")  # fmt: skip
 
 
 def engine_outcomes(
@@ -79,7 +81,7 @@ def _caching(engine: EngineResult, result: PrefixCachingResult) -> list[Outcome]
         technique="caching",
         setting=f"keep {engine.name}'s automatic prefix caching on (its default)",
         expected_effect=ExpectedEffect(
-            f"TTFT {off / on_ms:.1f}× shorter with it: {_ms(off)} → {_ms(on_ms)} at "
+            f"TTFT {off / on_ms:.1f}× shorter with it: {ms(off / 1e3)} → {ms(on_ms / 1e3)} ms at "
             f"concurrency {result.concurrency}, {result.hit_rate:.0%} of prompt tokens "
             "served from the cache (measured on the engine)",
             [Change("ttft_ms", off, on_ms, "ms")],
@@ -140,9 +142,8 @@ def _speculative(engine: EngineResult, facts: Facts) -> list[Outcome]:
         technique="speculative",
         setting=f"{engine.name} {shlex.join(p.flags)}",
         expected_effect=ExpectedEffect(
-            f"decode {before / after:.2f}× faster: TPOT {_ms(before)} → {_ms(after)} at "
-            f"concurrency {c}, {p.mean_accepted_length:.2f} tokens per verify step "
-            "(measured on the engine)",
+            f"{_faster(before, after)} at concurrency {c}, {p.mean_accepted_length:.2f} tokens "
+            "per verify step (measured on the engine)",
             [Change("tpot_ms", before, after, "ms")],
         ),
         evidence=[Evidence(ANCHOR, key, f"acceptance {p.acceptance_rate:.0%}")],
@@ -188,8 +189,7 @@ def _quantization(engine: EngineResult, facts: Facts, tolerance: QualityToleranc
             technique="quantization",
             setting=setting,
             expected_effect=ExpectedEffect(
-                f"decode {before / after:.2f}× faster: TPOT {_ms(before)} → {_ms(after)} "
-                "(measured on the engine)",
+                f"{_faster(before, after)} (measured on the engine)",
                 [Change("tpot_ms", before, after, "ms")],
             ),
             evidence=[Evidence(ANCHOR, key, f"perplexity {q.perplexity or 0:.3g}")],

@@ -88,7 +88,7 @@ def run_all(
             done = subprocess.run(
                 [str(python), "-I", str(vllm.DRIVER), str(plan_path)],
                 stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s,
-                env=vllm.environment("cpu"),
+                env=vllm.client_environment(),
             )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise EngineFailed(f"the benchmark did not finish within {timeout_s:.0f} s") from None
@@ -168,7 +168,7 @@ def read_point(run: Run, folder: Path) -> ServingPoint:
         prompt_tokens=round(sum(prompt_lens) / len(prompt_lens)),
         output_tokens=run.prompts.output_tokens,
         ttft_ms=spread(kept(ttfts)),
-        tpot_ms=spread(kept(tpots)) if len(tpots) == len(flowed) else spread(tpots),
+        tpot_ms=spread(kept(tpots)),
         itl_ms=spread(itls),
         e2el_ms=spread(kept(latencies)),
         output_tokens_per_s=float(saved["output_throughput"]),

@@ -16,6 +16,7 @@ A configuration the engine cannot start or finish is recorded as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
@@ -149,24 +150,15 @@ def run_engine(
             f"{vllm.PYTHON_ENV})"
         )
         return result
-    with tempfile.TemporaryDirectory(prefix="engine-") if folder is None else _kept(folder) as d:
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    kept = contextlib.nullcontext(str(folder)) if folder is not None else None
+    with kept or tempfile.TemporaryDirectory(prefix="engine-") as d:
         session = Session(python, target, plan, Path(d))
         _measure(session, result, progress)
     result.launches, result.failures = session.launches, session.failures
     result.wall_s = round(time.monotonic() - started, 1)
     return result
-
-
-class _kept:
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-
-    def __enter__(self) -> str:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        return str(self.folder)
-
-    def __exit__(self, *_: object) -> None:
-        pass
 
 
 def _measure(session: Session, result: EngineResult, progress: Progress) -> None:
@@ -187,8 +179,8 @@ def _measure(session: Session, result: EngineResult, progress: Progress) -> None
             if reference["nll"]:
                 result.perplexity = client.perplexity(*reference["nll"])
                 result.eval_tokens = reference["nll"][1]
-            result.kv_cache_tokens = reference_kv_tokens(server.log_text())
-            result.threads = engine_threads(server.log_text())
+            log = server.log_text()
+            result.kv_cache_tokens, result.threads = reference_kv_tokens(log), engine_threads(log)
     except EngineFailed as exc:
         session.failed("reference", exc)
         return  # without the reference nothing else can be compared

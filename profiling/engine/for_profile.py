@@ -63,12 +63,8 @@ def run_for_profile(
     model = engine_model(loaded)
     w = config.workload
     if model is None:
-        return EngineResult(
-            name=config.engine, version="", command="", serve_command="", dtype=dtype,
-            max_model_len=0,
-            failures=["engine failed: a config-only model has random weights and no "
-                      "tokenizer; the engine serves real checkpoints only"],
-        )  # fmt: skip
+        return _failed(config, dtype, "a config-only model has random weights and no "
+                       "tokenizer; the engine serves real checkpoints only")  # fmt: skip
     targets = {k: v for k, v in (("ttft", w.ttft_ms), ("tpot", w.tpot_ms)) if v}
     eval_ids = list(loaded.tokenizer(load_eval_text().text)["input_ids"])
     plan = make_plan(
@@ -87,7 +83,11 @@ def run_for_profile(
     try:
         return run_engine(target, plan, progress)
     except Exception as exc:  # the eager profile stands whatever the engine part does
-        return EngineResult(
-            name=config.engine, version="", command="", serve_command="", dtype=dtype,
-            max_model_len=target.max_model_len, failures=[f"engine failed: {exc!r}"],
-        )  # fmt: skip
+        return _failed(config, dtype, repr(exc))
+
+
+def _failed(config: ProfileConfig, dtype: str, why: str) -> EngineResult:
+    return EngineResult(
+        name=config.engine, version="", command="", serve_command="", dtype=dtype,
+        max_model_len=0, failures=[f"engine failed: {why}"],
+    )  # fmt: skip

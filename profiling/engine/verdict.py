@@ -11,19 +11,19 @@ from __future__ import annotations
 from profiling.config import Workload
 from profiling.engine.results import EngineResult, ServingPoint
 from profiling.results import FitCheck, PhaseVerdict
-from profiling.verdict import summary
+from profiling.verdict import meets, summary
 
 
 def point_at(engine: EngineResult, concurrency: int) -> ServingPoint | None:
     """The sweep's point at `concurrency`, if it ran and some request streamed."""
     for point in engine.serving:
-        if point.concurrency == concurrency and point.requests and any(point.streamed or [1]):
+        if (
+            point.concurrency == concurrency
+            and point.requests
+            and (not point.streamed or any(point.streamed))
+        ):
             return point
     return None
-
-
-def _meets(value_ms: float, target_ms: float | None) -> bool | None:
-    return None if target_ms is None else value_ms <= target_ms
 
 
 def engine_verdict(
@@ -61,8 +61,8 @@ def engine_verdict(
         dominant="prefill" if prefill >= decode else "decode",
         ttft_ms=ttft_ms,
         tpot_ms=tpot_ms,
-        ttft_meets_target=_meets(ttft_ms, workload.ttft_ms),
-        tpot_meets_target=_meets(tpot_ms, workload.tpot_ms),
+        ttft_meets_target=meets(ttft_ms, workload.ttft_ms),
+        tpot_meets_target=meets(tpot_ms, workload.tpot_ms),
         interpolated=False,
         basis=basis,
         fits=fit.fits if fit else None,

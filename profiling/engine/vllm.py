@@ -56,10 +56,14 @@ def version(python: Path | None = None) -> str | None:
     return lines[-1] if done.returncode == 0 and lines else None
 
 
+def client_environment() -> dict[str, str]:
+    """Our environment for a process of the engine's (its own PYTHONPATH, not ours)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+
+
 def environment(device: str, tensor_parallel: int = 1) -> dict[str, str]:
-    env = dict(os.environ)
-    env.setdefault("HF_HUB_OFFLINE", os.environ.get("HF_HUB_OFFLINE", "0"))
-    env.pop("PYTHONPATH", None)  # the engine's environment, not ours
+    """The server's environment: the client's, with the CPU build's knobs."""
+    env = client_environment()
     if device == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_SPACE_GIB)
         if tensor_parallel > 1:
