@@ -4,17 +4,18 @@
     python bench/engine.py --model DIR --device cuda --full
 
 One run of `python -m profiling profile <model> --quick --engine vllm` measures
-both sides on the same model and device: our eager decode sweep (transformers,
-one static batch) and the engine's served requests. It prints
+both sides on the same model and device: our decode sweep (transformers, one
+static batch, on the path it records: a static KV cache, compiled on CUDA) and
+the engine's served requests. It prints
 - the wall time of the whole profile and of its engine part (goal: the quick
   demo profile with every engine experiment in ≤ 6 min on two CPU cores), with
   each server's start time;
 - TPOT at batch 1: the engine's p50 over its requests at concurrency 1 against
-  our eager step time at batch 1 (the measured context nearest the middle of a
+  our step time at batch 1 (the measured context nearest the middle of a
   request, prompt + output / 2), and their ratio;
 - the same at the user's concurrency.
 Threads differ and are printed: the CPU build of vLLM gives its model one core
-per rank and keeps the rest for its front end; eager decode uses torch's default.
+per rank and keeps the rest for its front end; our decode uses torch's default.
 """
 
 from __future__ import annotations
@@ -48,14 +49,15 @@ def main() -> None:
     report(profile, wall)
 
 
-def _eager_step_ms(profile: dict, batch: int) -> tuple[float, int] | None:
+def _our_step_ms(profile: dict, batch: int) -> tuple[float, int, str] | None:
     work = profile["config"]["workload"]
     middle = work["prompt_tokens"] + work["output_tokens"] / 2
     points = [p for p in profile["decode"] if p["batch_size"] == batch]
     if not points:
         return None
     point = min(points, key=lambda p: abs(p["context_tokens"] - middle))
-    return point["seconds_per_token"]["median"] * 1e3, point["context_tokens"]
+    path = point.get("path", "eager")
+    return point["seconds_per_token"]["median"] * 1e3, point["context_tokens"], path
 
 
 def report(profile: dict, wall: float) -> None:
@@ -67,21 +69,21 @@ def report(profile: dict, wall: float) -> None:
     for launch in engine["launches"]:
         start = f"{launch['start_s']:.0f} s" if launch["start_s"] is not None else "—"
         print(f"  server for {launch['purpose']:<32} {launch['status']:<7} start {start}")
-    eager_threads = profile["environment"].get("torch_threads") or "torch's default"
-    print(f"threads: engine {engine['threads'] or 'its default'}; eager decode {eager_threads}")
+    our_threads = profile["environment"].get("torch_threads") or "torch's default"
+    print(f"threads: engine {engine['threads'] or 'its default'}; our decode {our_threads}")
     concurrency = profile["config"]["workload"]["concurrency"]
     for batch in sorted({1, concurrency}):
         point = next((p for p in engine["serving"] if p["concurrency"] == batch), None)
-        eager = _eager_step_ms(profile, batch)
-        if point is None or eager is None:
+        ours_at = _our_step_ms(profile, batch)
+        if point is None or ours_at is None:
             print(f"batch {batch}: not measured on both sides")
             continue
-        served, (ours, context) = point["tpot_ms"]["p50"], eager
+        served, (ours, context, path) = point["tpot_ms"]["p50"], ours_at
         print(
             f"TPOT at batch {batch}: engine p50 {served:.3f} ms "
             f"(p90 {point['tpot_ms']['p90']:.3f}, {point['requests'] - point['coalesced']} of "
-            f"{point['requests']} requests streamed) against eager {ours:.3f} ms at context "
-            f"{context}: engine / eager = {served / ours:.2f}"
+            f"{point['requests']} requests streamed) against ours ({path}) {ours:.3f} ms at "
+            f"context {context}: engine / ours = {served / ours:.2f}"
         )
 
 

@@ -58,6 +58,10 @@ def profiler_tokens_per_second(
         dtype,
         weights_bytes(model)[0],
         kv_bytes_per_token_measured(model, device),
+        # The bare loop grows a DynamicCache: the profiler's eager path is the same
+        # work, so the ratio is the harness's own cost. (Its static and compiled
+        # paths are compared in bench/gpu_check.py.)
+        decode_path="eager",
     )
     plan = baseline_plan.Plan(
         prefill_tokens=[],

@@ -85,6 +85,16 @@ class Profile:
     # The eager-mode verdict, kept when the engine's replaced it (profiling.engine.verdict).
     eager_verdict: PhaseVerdict | None = None
 
+    def decode_paths(self) -> list[str]:
+        """How the timed decode steps ran, one line per path ("static-compiled",
+        "static: <why not compiled>"), in the order the points ran them."""
+        lines: list[str] = []
+        for point in self.decode:
+            line = f"{point.path}: {point.path_reason}" if point.path_reason else point.path
+            if line not in lines:
+                lines.append(line)
+        return lines
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON tree; each experiment's result sits at the top level under its name
         (`speculative.sweeps`, `quantization.variants`), beside `memory` and `decode`."""

@@ -83,6 +83,9 @@ class Environment:
     dtype: str = ""
     started_at: str = ""
     finished_at: str = ""
+    # The physical GPUs this run was given (CUDA_VISIBLE_DEVICES: "2,3"), "" when unset;
+    # `device` "cuda:0" is the first of them.
+    visible_devices: str = ""
 
 
 @dataclass
@@ -164,6 +167,11 @@ class DecodePoint:
     achieved_bytes_per_second: float
     peak_bytes_per_second: float | None = None
     fraction_of_peak: float | None = None
+    # How the step ran (profiling.experiments.decode_path): "static-compiled",
+    # "static" or "eager"; `path_reason` says why when it is not the fastest.
+    # Results written before this was recorded ran "eager".
+    path: str = "eager"
+    path_reason: str = ""
 
 
 @dataclass

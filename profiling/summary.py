@@ -97,6 +97,7 @@ def render_summary(p: Profile) -> str:
         ["batch", "context", "ms/step", "p10-p90 ms", "tok/s", "GB/s", "of peak"],
         _decode_rows(p),
     )
+    lines += [f"  decode path: {line}" for line in p.decode_paths()]
     if p.verdict:
         lines += ["", "Verdict", f"  {p.verdict.summary}", f"  basis: {p.verdict.basis}"]
     if p.advice:

@@ -2,11 +2,12 @@
 
 Prefill: one forward pass over a batch of prompts, computing logits for the
 last token only (`logits_to_keep=1`), as a server does before sampling the
-first token. Decode: the context is prefilled once into a `DynamicCache`,
-then single decode steps (one token per row) are timed; before each step,
-outside the timing, the cache is cropped back to the context
-(`cache.crop(-n)`, transformers >= 5.20 semantics), so every sample sees the
-same context length without copying the cache. Everything runs under `torch.inference_mode()`.
+first token. Decode: the context is prefilled once into a KV cache (a static
+one, compiled on CUDA, see `decode_path`), then single decode steps (one token
+per row) are timed; before each step, outside the timing, the cache is cropped
+back to the context (`cache.crop(-n)`, transformers >= 5.20 semantics), so
+every sample sees the same context length without copying the cache. Each
+decode point records the path that ran. Everything runs under `torch.inference_mode()`.
 
 FLOPs of a prefill of T tokens at batch B (documented so "% of peak" can be
 checked by hand):
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling.errors import OutOfMemory, is_out_of_memory
+from profiling.experiments import decode_path
 from profiling.experiments.baseline_plan import Plan
 from profiling.hardware import GPU
 from profiling.memory import PeakMemory, PeakReading
@@ -56,6 +58,8 @@ class Subject:
     kv_bytes_per_token: int
     gpu: GPU | None = None  # the catalog GPU this device is, for "% of peak"
     seed: int = 0
+    decode_path: str = "auto"  # decode_path.PATHS
+    compiled: dict[str, Any] = field(default_factory=dict)  # the compiled forward, once
 
 
 @dataclass
@@ -158,14 +162,15 @@ def decode_point(
     on_sample: OnSample | None = None,
 ) -> DecodePoint:
     """Time one decode step at `batch` rows over a cache of `context` tokens."""
-    from transformers import DynamicCache
-
-    cache = DynamicCache(config=subject.model.config)
-    cache.activate_past_recording()  # lets sliding-window layers be cropped back
-    ids = input_ids(subject, batch, context)
-    subject.model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
-    cache.crop(0)
-    step, setup = _decode_step(subject.model, cache, input_ids(subject, batch, 1, offset=context))
+    prepared = decode_path.prepare(
+        subject.model,
+        input_ids(subject, batch, context),
+        input_ids(subject, batch, 1, offset=context),
+        subject.decode_path,
+        subject.device,
+        subject.compiled,
+    )
+    step, setup = _decode_step(prepared.step, prepared.cache)
     seconds = measure(
         step,
         warmup=plan.warmup,
@@ -175,10 +180,14 @@ def decode_point(
         on_sample=on_sample,
         setup=setup,
     )
-    return decode_point_from(subject, batch, context, seconds)
+    point = decode_point_from(subject, batch, context, seconds)
+    point.path, point.path_reason = prepared.path, prepared.reason
+    return point
 
 
-def _decode_step(model: Any, cache: Any, step_ids: Any) -> tuple[Callable[[], None], Any]:
+def _decode_step(
+    step_on: Callable[[Any], Any], cache: Any
+) -> tuple[Callable[[], None], Callable[[], None]]:
     """(timed step, untimed setup) that keep every sample at the same context.
 
     A croppable cache is rolled back to its context length before each step,
@@ -187,15 +196,12 @@ def _decode_step(model: Any, cache: Any, step_ids: Any) -> tuple[Callable[[], No
     (e.g. linear attention layers) are copied before each step instead, also
     outside the timing.
     """
-
-    def step_on(target: Any) -> None:
-        model(input_ids=step_ids, cache=target, use_cache=True, logits_to_keep=1)
-
     if cache.is_croppable:
-        context = cache.get_seq_length()
+        # int(): a static cache's length is a tensor it updates in place.
+        context = int(cache.get_seq_length())
 
         def roll_back() -> None:
-            grown = cache.get_seq_length() - context
+            grown = int(cache.get_seq_length()) - context
             if grown > 0:
                 cache.crop(-grown)
 

@@ -11,7 +11,7 @@ from transformers import LlamaForCausalLM
 
 from profiling import hardware
 from profiling.config import Workload
-from profiling.experiments import baseline, baseline_plan
+from profiling.experiments import baseline, baseline_plan, decode_path
 from profiling.loading import Source, model_info
 from profiling.memory import weights_bytes
 from tests.profiling.tiny import tiny_llama_config
@@ -153,16 +153,61 @@ class CacheSpy:
 
     def __call__(self, **kwargs: Any) -> Any:
         cache = kwargs.get("cache")
-        self.lengths.append(cache.get_seq_length() if cache is not None else None)
+        self.lengths.append(int(cache.get_seq_length()) if cache is not None else None)
         return self.model(**kwargs)
 
 
-def test_every_decode_sample_sees_the_same_context_length(subject: baseline.Subject) -> None:
+@pytest.mark.parametrize("path", ["static", "eager"])
+def test_every_decode_sample_sees_the_same_context_length(
+    subject: baseline.Subject, path: str
+) -> None:
     spy = CacheSpy(subject.model)
-    spied = baseline.Subject(spy, None, subject.info, "cpu", "float32", 1, 1)
+    spied = baseline.Subject(spy, None, subject.info, "cpu", "float32", 1, 1, decode_path=path)
     with torch.inference_mode():
-        baseline.decode_point(spied, small_plan(warmup=2, repeats=4), FakeClock(), 2, 24)
-    assert spy.lengths == [0] + [24] * 6  # the prefill, then every step at 24
+        point = baseline.decode_point(spied, small_plan(warmup=2, repeats=4), FakeClock(), 2, 24)
+    # The prefill, then every step at 24 (the static path runs one untimed check first).
+    assert spy.lengths == [0] + [24] * (7 if path == "static" else 6)
+    assert point.path == path and point.path_reason == "asked for"
+
+
+def test_the_cpu_default_is_the_static_cache_and_says_why(subject: baseline.Subject) -> None:
+    point = baseline.decode_point(subject, small_plan(), FakeClock(0.002), batch=2, context=16)
+    assert point.path == "static" and "compiling" in point.path_reason
+    assert decode_path.resolve("auto", "cuda:0") == ("static-compiled", "")
+    with pytest.raises(ValueError, match="choose one of"):
+        decode_path.resolve("graphs", "cpu")
+
+
+def test_the_compiled_step_gives_the_eager_steps_logits(subject: baseline.Subject) -> None:
+    """The compiled static step and the eager dynamic one, on the same prompt."""
+    ids = baseline.input_ids(subject, 2, 16)
+    step_ids = baseline.input_ids(subject, 2, 1, offset=16)
+    logits = {}
+    with torch.inference_mode():
+        for path in ("static-compiled", "eager"):
+            ready = decode_path.prepare(subject.model, ids, step_ids, path, "cpu", {})
+            assert ready.path == path, ready.reason
+            logits[path] = ready.step(ready.cache).float()
+    assert torch.allclose(logits["static-compiled"], logits["eager"], atol=1e-4)
+
+
+def test_a_static_cache_that_fails_falls_back_to_eager_with_the_reason(
+    subject: baseline.Subject,
+) -> None:
+    class NoStatic:
+        def __init__(self, model: Any) -> None:
+            self.model, self.config = model, model.config
+
+        def __call__(self, **kwargs: Any) -> Any:
+            if type(kwargs["cache"]).__name__ == "StaticCache":
+                raise RuntimeError("this layer cannot use a static cache")
+            return self.model(**kwargs)
+
+    ids = baseline.input_ids(subject, 1, 8)
+    with torch.inference_mode():
+        ready = decode_path.prepare(NoStatic(subject.model), ids, ids[:, :1], "auto", "cpu", {})
+    assert ready.path == "eager"
+    assert ready.reason.startswith("static failed (RuntimeError: this layer cannot")
 
 
 def test_known_gpus_get_fractions_of_their_catalog_peaks(subject: baseline.Subject) -> None:
@@ -221,7 +266,10 @@ def test_a_cache_that_cannot_be_cropped_is_copied_before_each_step(
     cache = Uncroppable(config=subject.model.config)
     with torch.inference_mode():
         subject.model(input_ids=baseline.input_ids(subject, 1, 12), cache=cache, use_cache=True)
-        step, setup = baseline._decode_step(subject.model, cache, baseline.input_ids(subject, 1, 1))
+        one = baseline.input_ids(subject, 1, 1)
+        step, setup = baseline._decode_step(
+            lambda c: subject.model(input_ids=one, cache=c, use_cache=True), cache
+        )
         for _ in range(3):
             setup()
             step()

@@ -1,0 +1,143 @@
+"""How the timed decode step runs: a static KV cache, compiled where that pays.
+
+A server decodes from preallocated KV blocks with a captured graph; eager
+transformers with a `DynamicCache` grows the cache by concatenation and pays
+Python and launch overhead on every layer, so on a GPU it reaches a fraction of
+the memory bandwidth a serving engine does. The timed decode therefore runs, in
+order of preference:
+
+- `static-compiled`: transformers' `StaticCache` (written in place, fixed
+  shapes) and the model under `torch.compile` (CUDA graphs on a GPU, mode
+  "reduce-overhead"); the default on CUDA;
+- `static`: the same cache, eager; the default on CPU, where compiling each
+  decode shape takes tens of seconds, more than the timed steps it would save;
+- `eager`: the `DynamicCache`, when a static cache cannot hold the model's
+  layers or a faster path failed.
+
+Each decode point records the path that ran and, when it is not the one asked
+for, why (`DecodePoint.path`, `.path_reason`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from profiling.errors import is_out_of_memory
+
+PATHS = ("auto", "static-compiled", "static", "eager")
+CPU_REASON = (
+    "on a CPU, compiling each decode shape takes tens of seconds, more than the timed steps "
+    "save; the static cache runs eager"
+)
+
+
+def resolve(asked: str, device: str) -> tuple[str, str]:
+    """(path to try, why it differs from the fastest) for `asked` on `device`."""
+    if asked not in PATHS:
+        raise ValueError(f"decode path {asked!r}: choose one of {', '.join(PATHS)}")
+    if asked != "auto":
+        return asked, "" if asked == "static-compiled" else "asked for"
+    if device.startswith("cuda"):
+        return "static-compiled", ""
+    return "static", CPU_REASON
+
+
+@dataclass
+class Prepared:
+    """A cache filled to the context, and the step that decodes one token over it."""
+
+    cache: Any
+    step: Callable[[Any], Any]  # step(cache) -> logits
+    path: str
+    reason: str
+
+
+# Each decode point is a new shape (batch, context): a recompile. Past torch's limit
+# (8 by default) it would silently run eager while this records "static-compiled";
+# so the limit covers a full sweep, and going past it raises, which moves the point
+# down a path with the reason said.
+RECOMPILE_LIMIT = 64
+
+
+class Compiled:
+    """The model compiled once per subject; later shapes recompile inside torch."""
+
+    def __init__(self, model: Any, device: str) -> None:
+        import torch
+        import torch._dynamo.config as dynamo
+
+        dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
+        dynamo.fail_on_recompile_limit_hit = True
+        mode = "reduce-overhead" if device.startswith("cuda") else None
+        self.forward = torch.compile(model, mode=mode, dynamic=False)
+
+
+def prepare(
+    model: Any,
+    prefill_ids: Any,
+    step_ids: Any,
+    asked: str,
+    device: str,
+    compiled: dict[str, Compiled],
+) -> Prepared:
+    """Fill a cache with `prefill_ids` and return the step on the best path that runs.
+
+    The step runs once here, untimed (the compile happens then); a failure other
+    than running out of memory moves down one path and says why.
+    """
+    path, reason = resolve(asked, device)
+    while True:
+        try:
+            return _prepare(model, prefill_ids, step_ids, path, reason, device, compiled)
+        except Exception as exc:
+            if is_out_of_memory(exc) or path == "eager":
+                raise
+            lower = "static" if path == "static-compiled" else "eager"
+            reason = f"{path} failed ({type(exc).__name__}: {_first_line(exc)}); ran {lower}"
+            path = lower
+
+
+def _prepare(
+    model: Any,
+    prefill_ids: Any,
+    step_ids: Any,
+    path: str,
+    reason: str,
+    device: str,
+    compiled: dict[str, Compiled],
+) -> Prepared:
+    from transformers import DynamicCache, StaticCache
+
+    context = prefill_ids.shape[1]
+    if path == "eager":
+        cache = DynamicCache(config=model.config)
+        cache.activate_past_recording()  # lets sliding-window layers be cropped back
+    else:
+        # Room for the context and the one timed token: the step attends over exactly
+        # the context a server's paged cache would hold.
+        cache = StaticCache(config=model.config, max_cache_len=context + 1)
+    model(input_ids=prefill_ids, cache=cache, use_cache=True, logits_to_keep=1)
+    if path == "eager":
+        cache.crop(0)
+    elif not cache.is_croppable:
+        raise ValueError("a layer of this model cannot be rolled back in a static cache")
+    forward = model
+    if path == "static-compiled":
+        if "model" not in compiled:
+            compiled["model"] = Compiled(model, device)
+        forward = compiled["model"].forward
+
+    def step(target: Any) -> Any:
+        return forward(input_ids=step_ids, cache=target, use_cache=True, logits_to_keep=1).logits
+
+    if path != "eager":
+        step(cache)  # compiles on the compiled path, checks the static cache runs
+        cache.crop(-1)
+    return Prepared(cache, step, path, reason)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0][:200] if text else "") or "no message"
