@@ -44,10 +44,13 @@ class Check:
     max_abs_logit_diff: float
     logits_match: bool
     greedy_tokens: int
+    strict: bool = True  # float32/64: the tokens must be identical too
 
     @property
     def outputs_match(self) -> bool:
-        return self.tokens_match and self.logits_match
+        """Logits within tolerance up to and at the first differing step; in half
+        precision a token flipped there is a near tie within rounding (numerics)."""
+        return self.logits_match and (self.tokens_match or not self.strict)
 
 
 def new_cache(model: Any) -> Any:
@@ -132,7 +135,8 @@ def check_outputs(model: Any, prefix_cache: Any, full: Any, new_tokens: int, dty
         scale = max(scale, float(a.abs().max()))
     tolerance = LOGIT_TOLERANCE.get(dtype, HALF_LOGIT_TOLERANCE) * scale
     worst = max(diffs)
-    return Check(tokens_match, worst, worst <= tolerance, len(cold.logits))
+    strict = dtype in LOGIT_TOLERANCE
+    return Check(tokens_match, worst, worst <= tolerance, len(cold.logits), strict)
 
 
 def _greedy(model: Any, ids: Any, cache: Any | None, new_tokens: int) -> Any:

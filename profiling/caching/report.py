@@ -85,14 +85,25 @@ def warnings_for(result: CachingResult) -> list[str]:
 def _mismatch_warnings(result: CachingResult, points: list[PrefixPoint]) -> list[str]:
     where = [f"{p.prefix_tokens}-token prefix" for p in points if not p.outputs_match]
     where += [f"turn {t.turn}" for t in result.multi_turn if not t.outputs_match]
-    if not where:
-        return []
-    return [
-        "outputs with a reused cache differed from cold outputs at "
-        + ", ".join(where)
-        + ": the model's cache may not support prefix reuse exactly (or half-precision "
-        "rounding flipped a near-tie); treat those savings with care"
+    ties = [
+        f"{p.prefix_tokens}-token prefix" for p in points if p.outputs_match and not p.tokens_match
     ]
+    out = []
+    if where:
+        out.append(
+            "outputs with a reused cache differed from cold outputs at "
+            + ", ".join(where)
+            + ": logits beyond the tolerance, so the model's cache may not support prefix "
+            "reuse exactly; treat those savings with care"
+        )
+    if ties:
+        out.append(
+            "greedy text with a reused cache split from the cold text at "
+            + ", ".join(ties)
+            + " where the logits stayed within half-precision tolerance: a near tie flipped "
+            "by rounding (numerics), not a wrong cache"
+        )
+    return out
 
 
 def _size_warnings(result: CachingResult) -> list[str]:

@@ -170,6 +170,13 @@ def is_kept(name: str, kept: list[str]) -> bool:
     return any(name == k or name.startswith(k + ".") for k in kept)
 
 
+def kernel_missing(config: str, exc: ImportError) -> str:
+    package = getattr(exc, "name", None) or ""
+    install = f": pip install {package.split('.')[0]}" if package else ""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"torchao {config} needs a kernel package that is not installed ({first}){install}"
+
+
 def _torchao(method: Method, request: Request) -> Built:
     import torch
     from torchao import quantization
@@ -187,8 +194,13 @@ def _torchao(method: Method, request: Request) -> Built:
     ]
     chosen = set(names)
     options = {"group_size": method.group_size} if method.group_size else {}
-    config = getattr(quantization, method.torchao_config)(**options)
-    quantization.quantize_(loaded.model, config, filter_fn=lambda m, fqn: fqn in chosen)
+    try:
+        config = getattr(quantization, method.torchao_config)(**options)
+        quantization.quantize_(loaded.model, config, filter_fn=lambda m, fqn: fqn in chosen)
+    except ImportError as exc:
+        # Recent torchao keeps some kernels (int4 on CUDA) in a separate package; its
+        # import error names it. Not installed is "not available", not a failed run.
+        raise NotAvailable(kernel_missing(method.torchao_config, exc)) from exc
     settings = _settings(method, request, quantized_modules=len(names), library=library("torchao"))
     settings.details["torchao_config"] = method.torchao_config
     return Built(loaded.model, loaded.tokenizer, settings)

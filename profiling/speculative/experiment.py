@@ -278,7 +278,7 @@ class _Job:
                     timed, baseline = paired_set_runs(
                         decoder, factory, k, warmup=self.warmup, repeats=self.repeats
                     )
-                    points.append(sweep_point(name, k, batch_size, timed, baseline))
+                    points.append(sweep_point(name, k, batch_size, timed, baseline, decoder))
                     tick(f"{name}, K={k}, batch {batch_size}: {points[-1].speedup:.2f}x")
         return points
 
@@ -298,7 +298,7 @@ class _Job:
             timed, baseline = paired_set_runs(
                 decoder, factories[best.draft], best.k, warmup=self.warmup, repeats=self.repeats
             )
-            out.append(sweep_point(best.draft, best.k, batch_size, timed, baseline))
+            out.append(sweep_point(best.draft, best.k, batch_size, timed, baseline, decoder))
             tick(f"{best.draft}, K={best.k}, batch {batch_size} again: {out[-1].speedup:.2f}x")
         return out
 

@@ -70,10 +70,11 @@ def _cost_finding(result: SpeculativeResult) -> str:
 
 
 def warnings_for(result: SpeculativeResult) -> list[str]:
-    """Outputs that differ (a bug) one by one; noisy timings summed up in one line."""
+    """Outputs that differ one by one (beyond rounding: a finding; within it: said so);
+    noisy timings summed up in one line."""
     found = [
         f"speculative {p.draft} K={p.k} batch {p.batch_size}: output differs from the "
-        "target's greedy output"
+        f"target's greedy output{_where(p)}"
         for p in result.sweeps
         if not p.matches_baseline
     ]
@@ -88,3 +89,12 @@ def warnings_for(result: SpeculativeResult) -> list[str]:
             "cancels slow drift, but treat those near 1× as uncertain"
         )
     return found
+
+
+def _where(p: SweepPoint) -> str:
+    if p.first_divergence is None:
+        return ""
+    where = f" from token {p.first_divergence} ({p.agreement:.0%} of tokens agree)"
+    if p.divergence == "numerics":
+        return where + ", at a near tie within half-precision rounding: numerics, not a bug"
+    return where

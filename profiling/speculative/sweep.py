@@ -128,9 +128,26 @@ def paired_set_runs(
     return Timed(Samples(spec_s), spec), Timed(Samples(base_s), base)
 
 
-def sweep_point(draft: str, k: int, batch_size: int, timed: Timed, baseline: Timed) -> SweepPoint:
-    """Counts from the loop's records, costs from the timed samples."""
+def sweep_point(
+    draft: str,
+    k: int,
+    batch_size: int,
+    timed: Timed,
+    baseline: Timed,
+    decoder: SetDecoder | None = None,
+) -> SweepPoint:
+    """Counts from the loop's records, costs from the timed samples; with `decoder`,
+    outputs that differ from the baseline's are judged (`exactness.compare`)."""
+    from profiling.speculative.exactness import Exactness, compare
+
     run = timed.runs[-1]
+    base_outputs = baseline.runs[-1].outputs
+    exact = Exactness(1.0, None, "")
+    if run.outputs != base_outputs:
+        exact = Exactness(0.0, None, "real")
+        if decoder is not None:
+            prompts = [p for batch in decoder.batches for p in batch]
+            exact = compare(decoder.target, prompts, base_outputs, run.outputs)
     records = run.records
     proposed = sum(len(r.proposed) for r in records)
     accepted = sum(r.accepted for r in records)
@@ -162,7 +179,11 @@ def sweep_point(draft: str, k: int, batch_size: int, timed: Timed, baseline: Tim
         speedup=baseline.seconds.median / timed.seconds.median,
         draft_seconds_per_token=_samples(r.draft_seconds_per_token() for r in timed.runs),
         verify_seconds_per_pass=_samples(r.verify_seconds_per_pass() for r in timed.runs),
-        matches_baseline=run.outputs == baseline.runs[-1].outputs,
+        matches_baseline=run.outputs == base_outputs,
+        agreement=exact.agreement,
+        first_divergence=exact.first_divergence,
+        divergence=exact.divergence,
+        logit_gap=exact.logit_gap,
     )
 
 

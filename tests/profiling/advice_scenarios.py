@@ -100,7 +100,12 @@ def quantization_result(*variants: QuantVariant) -> QuantizationResult:
 
 
 def sweep_point(
-    speedup: float, batch: int = 8, k: int = 4, matches: bool = True, spread: float = 0.02
+    speedup: float,
+    batch: int = 8,
+    k: int = 4,
+    matches: bool = True,
+    spread: float = 0.02,
+    divergence: str = "",
 ) -> SweepPoint:
     return SweepPoint(
         draft="demo-draft", k=k, batch_size=batch, prompts=8, generated_tokens=256,
@@ -112,6 +117,9 @@ def sweep_point(
         baseline_seconds=repeats(speedup, spread),
         tokens_per_second=256 * speedup, baseline_tokens_per_second=256.0, speedup=speedup,
         matches_baseline=matches,
+        divergence=divergence or ("" if matches else "real"),
+        first_divergence=None if matches else 11, agreement=1.0 if matches else 0.8,
+        logit_gap=None if matches else (0.01 if divergence == "numerics" else 4.2),
     )  # fmt: skip
 
 

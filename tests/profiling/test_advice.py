@@ -217,7 +217,19 @@ def test_failed_measurements_are_never_recommended(base: dict[str, Any], shapes:
     assert "torchao kernel crashed" in refusals(advice, "quantization")[0]
     assert "differed" in refusals(advice, "caching")[0]
     assert "torchrun exited" in refusals(advice, "parallel")[0]
-    assert "failed run" in refusals(advice, "speculative")[0]
+    refused = refusals(advice, "speculative")[0]
+    assert "from token 11 on (80% of tokens agree)" in refused and "a finding" in refused
+
+
+def test_a_split_at_a_near_tie_in_half_precision_is_numerics_not_a_failure(
+    base: dict[str, Any], shapes: Shapes
+) -> None:
+    point = sweep_point(2.0, matches=False, divergence="numerics")
+    add_experiment(base, "speculative", speculative_result(point))
+    advice = advise_profile(Profile.from_dict(base), shapes)
+    rec = next(r for r in advice.recommendations if r.technique == "speculative")
+    assert any("split from plain decoding at token 11" in c and "numerics" in c
+               for c in rec.caveats)  # fmt: skip
 
 
 def test_a_stated_bottleneck_is_checked_against_the_figures(

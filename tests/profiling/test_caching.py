@@ -114,6 +114,14 @@ def test_the_outputs_check_catches_a_cache_of_the_wrong_prefix(tiny: LlamaForCau
     assert not check.outputs_match and check.max_abs_logit_diff > 1e-2
 
 
+def test_a_token_flip_within_tolerance_is_numerics_in_half_precision_only() -> None:
+    flip = {"tokens_match": False, "max_abs_logit_diff": 0.01, "logits_match": True}
+    assert measure.Check(**flip, greedy_tokens=6, strict=False).outputs_match
+    assert not measure.Check(**flip, greedy_tokens=6, strict=True).outputs_match
+    beyond = {**flip, "logits_match": False}
+    assert not measure.Check(**beyond, greedy_tokens=6, strict=False).outputs_match
+
+
 def test_time_reuse_times_every_repeat_and_skips_the_warmups(tiny: LlamaForCausalLM) -> None:
     ids = torch.arange(100).reshape(1, 100) % 128
     endings = [ids[:, 40 + i : 60 + i] for i in range(4)]

@@ -257,3 +257,12 @@ def test_gptq_int4_quantizes_a_tiny_model_on_cpu(tmp_path: Path) -> None:
     assert gptq.status == MEASURED, gptq.reason
     assert gptq.linear_weights_bytes < by_name(result)["fp32"].linear_weights_bytes / 3
     assert gptq.settings.method == "gptq" and gptq.perplexity is not None
+
+
+def test_a_missing_kernel_package_is_not_available_with_what_to_install():
+    from profiling.quantization.methods import kernel_missing
+
+    exc = ModuleNotFoundError("No module named 'mslk'", name="mslk")
+    said = kernel_missing("Int4WeightOnlyConfig", exc)
+    assert said.startswith("torchao Int4WeightOnlyConfig needs a kernel package")
+    assert said.endswith(": pip install mslk") and "No module named 'mslk'" in said
