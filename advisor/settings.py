@@ -239,6 +239,9 @@ LOGGING = {
 # Directories workers may load local models from; empty: no local directory at all.
 ADVISOR_MODEL_ROOTS = env_list("ADVISOR_MODEL_ROOTS", [str(VAR_DIR / "models")], sep=os.pathsep)
 ADVISOR_DEMO_DIR = env_str("ADVISOR_DEMO_DIR") or str(VAR_DIR / "demo")
+# The worker's GPUs, leased to one job at a time (advisor.jobs.gpus): CUDA indices
+# "0,1,2,3", "auto" (every one the device probe finds) or "" (a CPU worker).
+ADVISOR_WORKER_GPUS = env_str("ADVISOR_WORKER_GPUS", "auto")
 ADVISOR_JOB_TIME_LIMIT_S = env_int("ADVISOR_JOB_TIME_LIMIT_S", 3600, minimum=1)
 ADVISOR_HEARTBEAT_S = env_int("ADVISOR_HEARTBEAT_S", 5, minimum=1)
 ADVISOR_HEARTBEAT_STALE_S = env_int("ADVISOR_HEARTBEAT_STALE_S", 120, minimum=1)

@@ -95,6 +95,7 @@ def collect(device: str, dtype: str, started_at: str) -> Environment:
         dtype=dtype,
         started_at=started_at,
         finished_at=utc_now(),
+        visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES", ""),
     )
 
 

@@ -18,7 +18,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError
 
-from advisor.jobs import child, spec
+from advisor.jobs import child, gpus, spec
 from advisor.jobs.models import Job
 from profiling.config import ConfigError
 
@@ -40,6 +40,8 @@ def run_job(self: Any, job_id: int) -> str:
         outcome = child.Outcome.failed(f"timed out after {settings.CELERY_TASK_SOFT_TIME_LIMIT} s")
     except ConfigError as exc:
         outcome = child.Outcome.failed(f"bad config: {exc}")
+    except gpus.NoDevices as exc:
+        outcome = child.Outcome.failed(str(exc))
     except Exception as exc:  # the row must not stay RUNNING until the reaper
         log.exception("job %s: the worker failed to run it", job_id)
         outcome = child.Outcome.failed(f"internal error in the worker: {exc}")
@@ -49,7 +51,17 @@ def run_job(self: Any, job_id: int) -> str:
 
 def _run_child(job: Job, lease: str) -> child.Outcome:
     config = spec.config_for(job)
-    with tempfile.TemporaryDirectory(prefix=f"advisor-job-{job.pk}-") as workdir:
+    devices = gpus.declared(settings.ADVISOR_WORKER_GPUS)
+    with (
+        gpus.lease(
+            devices,
+            gpus.needed(config, len(devices)),
+            settings.VAR_DIR / "gpus",
+            on_wait=lambda message: _beat(job.pk, lease, None, message),
+            timeout_s=settings.ADVISOR_JOB_TIME_LIMIT_S,
+        ) as held,
+        tempfile.TemporaryDirectory(prefix=f"advisor-job-{job.pk}-") as workdir,
+    ):
         how = child.Run(
             workdir=Path(workdir),
             time_limit_s=settings.ADVISOR_JOB_TIME_LIMIT_S,
@@ -58,7 +70,7 @@ def _run_child(job: Job, lease: str) -> child.Outcome:
             on_start=lambda pid: Job.objects.beat(
                 job.pk, lease, child_pid=pid, message="profiling"
             ),
-            env=child_env(),
+            env={**child_env(), **gpus.visible(held)},
         )
         return child.run(config.to_dict(), how)
 
@@ -69,8 +81,8 @@ def child_env() -> dict[str, str]:
     return {"ADVISOR_DEMO_DIR": str(settings.ADVISOR_DEMO_DIR), "PYTHONPATH": path}
 
 
-def _beat(job_id: int, lease: str, progress: child.Progress | None) -> bool:
-    fields = {}
+def _beat(job_id: int, lease: str, progress: child.Progress | None, message: str = "") -> bool:
+    fields = {"message": message} if message else {}
     if progress is not None:
         fields = {
             "progress": progress.fraction,

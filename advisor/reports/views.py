@@ -145,6 +145,7 @@ def environment_rows(profile: Profile) -> list[tuple[str, str]]:
     env = profile.environment
     return [
         ("Device", f"{env.device} — {env.device_name}"),
+        ("GPUs given to this run", env.visible_devices or "all the machine's"),
         ("Device memory", size(env.device_memory_bytes)),
         ("Matched GPU kind", _text(env.gpu_kind)),
         ("Driver / CUDA", f"{_text(env.driver)} / {_text(env.cuda)}"),
