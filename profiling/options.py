@@ -41,7 +41,8 @@ KEEP_CHOICES = {
     "embeddings": "the token embeddings",
     "edge_blocks": "the first and last decoder blocks",
 }
-# The serving engine a job may also measure on ("": none).
+# The serving engine a job may also measure on ("": none); the names of
+# profiling.engine.ENGINES (a test keeps them equal; importing it here would circle).
 ENGINE_CHOICES = ("", "vllm")
 # Parallel: the process counts a measured tensor-parallel run may use (0: off).
 TP_MEASURE_SIZES = (0, 2, 4, 8)

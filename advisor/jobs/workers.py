@@ -67,10 +67,10 @@ def probe_devices() -> list[dict[str, Any]]:
 
 def probe_engines() -> dict[str, str]:
     """The serving engines this worker can measure on, with their versions ({} if none)."""
-    from profiling.engine import vllm
+    from profiling.engine import ENGINES
 
-    found = vllm.version()
-    return {vllm.NAME: found} if found else {}
+    found = {name: engine.version() for name, engine in ENGINES.items()}
+    return {name: version for name, version in found.items() if version}
 
 
 def _parse_devices(stdout: str) -> list[dict[str, Any]] | None:

@@ -81,6 +81,7 @@ def section_context(engine: EngineResult | None, advice: Advice | None) -> dict[
             for s in engine.speculative
         ],
         "quantization": [{"q": q, "interval": _interval(q.interval)} for q in engine.quantization],
+        "tp_interval": _interval(engine.tensor_parallel.interval) if engine.tensor_parallel else "",
         "finding": finding(engine),
     }
 

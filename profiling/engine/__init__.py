@@ -7,10 +7,16 @@ the server's Prometheus counters, and stops it, for each configuration a
 technique needs. Its typed result is `results.EngineResult`, stored as the
 profile's `engine` section.
 
-The engine-specific parts (where it lives, its flags, its log) are in
-`vllm.py`; the process handling (`server.py`, `_guard.py`) and the counters
-(`metrics.py`) are engine-neutral, so another OpenAI-compatible engine (SGLang)
-is a second module like `vllm.py`.
+Everything engine-specific (where it lives, its flags for each technique, its
+benchmark client, its metric names, its log) is behind `interface.Engine`, which
+`vllm.py` implements; the process handling (`server.py`, `_guard.py`), the
+counters (`metrics.py`) and the techniques are engine-neutral, so another
+OpenAI-compatible engine (SGLang) is a second module like `vllm.py`, listed here.
 """
 
-ENGINES = ("vllm",)
+from __future__ import annotations
+
+from profiling.engine import vllm
+from profiling.engine.interface import Engine
+
+ENGINES: dict[str, Engine] = {vllm.NAME: vllm}  # type: ignore[dict-item]

@@ -22,6 +22,7 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.engine import ENGINES
 from profiling.engine.results import EngineResult, PrefixCachingResult, ServingPoint
 from profiling.engine.verdict import point_at
 from profiling.facts import Facts
@@ -203,6 +204,7 @@ def _quantization(engine: EngineResult, facts: Facts, tolerance: QualityToleranc
 def recommended_flags(engine: EngineResult, recommendations: list[Recommendation]) -> list[str]:
     """The flags of every engine-measured recommendation, in the advice's order."""
     flags: list[str] = []
+    backend = ENGINES.get(engine.name)
     for rec in recommendations:
         for evidence in rec.evidence:
             part, _, index = evidence.key.removeprefix("engine.").partition("[")
@@ -210,7 +212,11 @@ def recommended_flags(engine: EngineResult, recommendations: list[Recommendation
                 continue
             entries = engine.speculative if part == "speculative" else engine.quantization
             i = int(index.rstrip("]"))
-            if i >= len(entries) or "--model" in entries[i].flags:
+            if (
+                i >= len(entries)
+                or backend is None
+                or backend.names_another_checkpoint(entries[i].flags)
+            ):
                 continue  # another checkpoint (GPTQ): its recommendation names it
             if not any(f in flags for f in entries[i].flags[::2]):
                 flags += entries[i].flags

@@ -1,4 +1,4 @@
-"""Drive vLLM's own benchmark client against a running server and read what it saved.
+"""Drive the engine's own benchmark client against a running server and read what it saved.
 
 `Run` is one benchmark at one concurrency on one set of prompts; `run_all`
 hands a server's runs to the driver in one process and returns one
@@ -13,13 +13,11 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiling.engine import vllm
+from profiling.engine.interface import Engine, MetricNames
 from profiling.engine.metrics import Metrics, parse_metrics
 from profiling.engine.results import ServerCounters, ServingPoint, Spread
 from profiling.engine.server import EngineFailed
 from profiling.results import percentile
-
-PERCENTILES = "50,90,99"
 
 
 @dataclass
@@ -32,19 +30,11 @@ class Prompts:
     sample_path: Path | None = None  # JSON lines of {"prompt": ...}
     seed: int = 0
 
-    def flags(self) -> list[str]:
-        if self.sample_path is not None:
-            return [
-                "--dataset-name", "custom", "--dataset-path", str(self.sample_path),
-                "--custom-output-len", str(self.output_tokens), "--skip-chat-template",
-            ]  # fmt: skip
-        return [
-            "--dataset-name", "random",
-            "--random-prefix-len", str(self.shared_prefix_tokens),
-            "--random-input-len", str(self.prompt_tokens - self.shared_prefix_tokens),
-            "--random-output-len", str(self.output_tokens), "--random-range-ratio", "0",
-            "--seed", str(self.seed),
-        ]  # fmt: skip
+    def flags(self, engine: Engine) -> list[str]:
+        return engine.prompt_flags(
+            self.prompt_tokens, self.output_tokens, self.shared_prefix_tokens,
+            self.sample_path, self.seed,
+        )  # fmt: skip
 
 
 @dataclass
@@ -57,26 +47,25 @@ class Run:
     goodput: dict[str, float] | None = None  # {"ttft": ms, "tpot": ms}
 
 
-def _argv(run: Run, url: str, model: str, folder: Path) -> list[str]:
-    argv = [
-        "--backend", "vllm", "--base-url", url, "--model", model, "--tokenizer", model,
-        *run.prompts.flags(), "--num-prompts", str(run.requests),
-        "--max-concurrency", str(run.concurrency), "--temperature", "0", "--ignore-eos",
-        "--num-warmups", str(run.warmups), "--percentile-metrics", "ttft,tpot,itl,e2el",
-        "--metric-percentiles", PERCENTILES, "--save-result", "--save-detailed",
-        "--result-dir", str(folder), "--result-filename", f"{run.name}.json", "--disable-tqdm",
-    ]  # fmt: skip
-    if run.goodput:
-        argv += ["--goodput", *(f"{k}:{v:g}" for k, v in run.goodput.items())]
-    return argv
+def _argv(engine: Engine, run: Run, url: str, model: str, folder: Path) -> list[str]:
+    return engine.bench_argv(
+        url, model, run.prompts.flags(engine), run.requests, run.concurrency, run.warmups,
+        folder, run.name, run.goodput,
+    )  # fmt: skip
 
 
 def run_all(
-    python: Path, url: str, model: str, runs: list[Run], folder: Path, timeout_s: float
+    engine: Engine,
+    python: Path,
+    url: str,
+    model: str,
+    runs: list[Run],
+    folder: Path,
+    timeout_s: float,
 ) -> list[ServingPoint]:
     """Every run against the server at `url`; raises EngineFailed with the client's reason."""
     plan = [
-        {"argv": _argv(r, url, model, folder), "metrics_url": f"{url}/metrics",
+        {"argv": _argv(engine, r, url, model, folder), "metrics_url": f"{url}/metrics",
          "prefix": str(folder / r.name)}
         for r in runs
     ]  # fmt: skip
@@ -86,17 +75,17 @@ def run_all(
     try:
         with open(log_path, "wb") as log:
             done = subprocess.run(
-                [str(python), "-I", str(vllm.DRIVER), str(plan_path)],
+                [str(python), "-I", str(engine.DRIVER), str(plan_path)],
                 stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s,
-                env=vllm.client_environment(),
+                env=engine.client_environment(),
             )  # fmt: skip
     except subprocess.TimeoutExpired:
         raise EngineFailed(f"the benchmark did not finish within {timeout_s:.0f} s") from None
     if done.returncode != 0:
         said = log_path.read_text(errors="replace")
-        raise EngineFailed("benchmark: " + vllm.failure_reason(said))
+        raise EngineFailed("benchmark: " + engine.failure_reason(said))
     try:
-        return [read_point(r, folder) for r in runs]
+        return [read_point(r, folder, engine.METRICS) for r in runs]
     except (OSError, KeyError, ValueError) as exc:
         raise EngineFailed(f"the benchmark's saved result could not be read: {exc!r}") from None
 
@@ -128,26 +117,27 @@ def streamed(saved: dict) -> list[bool]:
     return [not itls or statistics.median(itls) >= COALESCED_ITL_S for itls in saved["itls"]]
 
 
-def counters(before: Metrics, after: Metrics) -> ServerCounters:
+def counters(before: Metrics, after: Metrics, names: MetricNames) -> ServerCounters:
     d = after.delta(before)
     return ServerCounters(
-        ttft_mean_ms=_mean_ms(d, "vllm:time_to_first_token_seconds"),
-        tpot_mean_ms=_mean_ms(d, "vllm:request_time_per_output_token_seconds"),
-        preemptions=int(d.get("vllm:num_preemptions_total")),
-        prefix_cache_queries=int(d.get("vllm:prefix_cache_queries_total")),
-        prefix_cache_hits=int(d.get("vllm:prefix_cache_hits_total")),
-        kv_cache_usage=after.values.get("vllm:kv_cache_usage_perc"),
-        spec_drafts=int(d.get("vllm:spec_decode_num_drafts_total")),
-        spec_draft_tokens=int(d.get("vllm:spec_decode_num_draft_tokens_total")),
-        spec_accepted_tokens=int(d.get("vllm:spec_decode_num_accepted_tokens_total")),
+        ttft_mean_ms=_mean_ms(d, names.ttft_histogram),
+        tpot_mean_ms=_mean_ms(d, names.tpot_histogram),
+        preemptions=int(d.get(names.preemptions)),
+        prefix_cache_queries=int(d.get(names.prefix_cache_queries)),
+        prefix_cache_hits=int(d.get(names.prefix_cache_hits)),
+        kv_cache_usage=after.values.get(names.kv_cache_usage),
+        spec_drafts=int(d.get(names.spec_drafts)),
+        spec_draft_tokens=int(d.get(names.spec_draft_tokens)),
+        spec_accepted_tokens=int(d.get(names.spec_accepted_tokens)),
         spec_accepted_by_position=[int(d.by_position[k]) for k in sorted(d.by_position)],
     )
 
 
-def read_point(run: Run, folder: Path) -> ServingPoint:
+def read_point(run: Run, folder: Path, names: MetricNames) -> ServingPoint:
     saved = json.loads((folder / f"{run.name}.json").read_text())
-    before = parse_metrics((folder / f"{run.name}.before.prom").read_text())
-    after = parse_metrics((folder / f"{run.name}.after.prom").read_text())
+    per_position = names.spec_accepted_per_position
+    before = parse_metrics((folder / f"{run.name}.before.prom").read_text(), per_position)
+    after = parse_metrics((folder / f"{run.name}.after.prom").read_text(), per_position)
     outputs = saved.get("output_lens") or []
     tpots = [
         (latency - ttft) / (n - 1) if n > 1 else 0.0
@@ -175,7 +165,7 @@ def read_point(run: Run, folder: Path) -> ServingPoint:
         requests_per_s=float(saved["request_throughput"]),
         goodput=float(saved["request_goodput"]) if run.goodput else None,
         duration_s=float(saved["duration"]),
-        server=counters(before, after),
+        server=counters(before, after, names),
         ttft_s=ttfts,
         tpot_s=tpots,
         latency_s=latencies,

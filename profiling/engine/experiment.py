@@ -1,8 +1,8 @@
-"""The engine profile: the user's model served by vLLM, measured at the user's workload.
+"""The engine profile: the user's model served by an engine, measured at the user's workload.
 
 One server per configuration, each started, used for every run it serves and
 stopped (always, under `_guard.py`):
-- the reference server (vLLM's defaults, prefix caching on): the concurrency
+- the reference server (the engine's defaults; vLLM's have prefix caching on): the concurrency
   sweep at the user's workload, prefix caching's "on" side, the greedy text and
   the perplexity every variant is checked against;
 - prefix caching off: the same prompts again;
@@ -24,17 +24,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from profiling.engine import bench, client, vllm
+from profiling.engine import ENGINES, bench, client
+from profiling.engine.interface import Engine
 from profiling.engine.plan import CHECK_PROMPTS, CHECK_TOKENS, EVAL_WINDOW, NGRAM, EnginePlan
 from profiling.engine.results import EngineResult, Launch, ServingPoint
 from profiling.engine.server import EngineFailed, Server
 from profiling.engine.techniques import (
-    engine_threads,
     measure_quantization,
     measure_speculative,
     measure_tensor_parallel,
     prefix_result,
-    reference_kv_tokens,
 )
 
 Progress = Callable[[str, float, str], None]
@@ -44,7 +43,7 @@ Progress = Callable[[str, float, str], None]
 class Target:
     """What the engine serves and how the user's traffic looks."""
 
-    model: str  # a directory or a Hub id, as vLLM takes it
+    model: str  # a directory or a Hub id, as the engine takes it
     device: str
     dtype: str
     prompt_tokens: int
@@ -57,33 +56,38 @@ class Target:
     check_prompts: list[str]
     eval_ids: list[int]  # our evaluation text, tokenized; [] when quality is meaningless
     gptq_dir: str | None = None  # a checkpoint our quantization experiment saved
+    engine: str = "vllm"  # a name in ENGINES
 
 
 class Session:
     """Starts servers for one profile; records every launch and failure."""
 
-    def __init__(self, python: Path, target: Target, plan: EnginePlan, folder: Path) -> None:
-        self.python, self.target, self.plan, self.folder = python, target, plan, folder
+    def __init__(
+        self, engine: Engine, python: Path, target: Target, plan: EnginePlan, folder: Path
+    ) -> None:
+        self.engine, self.python, self.target = engine, python, target
+        self.plan, self.folder = plan, folder
         self.launches: list[Launch] = []
         self.failures: list[str] = []
         self._count = 0
 
     def flags(self, extra: list[str]) -> list[str]:
         t = self.target
-        return vllm.server_flags(t.model, t.dtype, t.max_model_len, extra)
+        return self.engine.server_flags(t.model, t.dtype, t.max_model_len, extra)
 
     def server(self, purpose: str, extra: list[str], tensor_parallel: int = 1) -> Server:
         self._count += 1
         flags = self.flags(extra)
         log = self.folder / f"server-{self._count}.log"
-        launch = Launch(purpose, vllm.launch_command(self.python, flags), "starting")
+        engine = self.engine
+        launch = Launch(purpose, engine.launch_command(self.python, flags), "starting")
         self.launches.append(launch)
         return Server(
-            lambda port: vllm.server_argv(self.python, port, flags),
+            lambda port: engine.server_argv(self.python, port, flags),
             log,
-            vllm.environment(self.target.device, tensor_parallel),
+            engine.environment(self.target.device, tensor_parallel),
             self.plan.start_timeout_s,
-            vllm.failure_reason,
+            engine.failure_reason,
         )
 
     def failed(self, purpose: str, exc: Exception) -> str:
@@ -100,8 +104,9 @@ class Session:
     def runs(self, server: Server, runs: list[bench.Run]) -> list[ServingPoint]:
         t = self.target
         return bench.run_all(
-            self.python, server.url, t.model, runs, self.folder, self.plan.run_timeout_s
-        )
+            self.engine, self.python, server.url, t.model, runs, self.folder,
+            self.plan.run_timeout_s,
+        )  # fmt: skip
 
     def workload(self, concurrency: int) -> bench.Prompts:
         """The prompts of the run at `concurrency`: the same on every server, so variants
@@ -134,27 +139,28 @@ class Session:
 def run_engine(
     target: Target, plan: EnginePlan, progress: Progress, folder: Path | None = None
 ) -> EngineResult:
-    """Measure `target` on vLLM; the parts that fail are recorded, never raised."""
+    """Measure `target` on its engine; the parts that fail are recorded, never raised."""
     started = time.monotonic()
-    python = vllm.python_path()
-    version = vllm.version(python)
+    engine = ENGINES[target.engine]
+    python = engine.python_path()
+    version = engine.version(python)
     result = EngineResult(
-        name=vllm.NAME, version=version or "", command="",
-        serve_command=vllm.serve_command(target.model, vllm.server_flags(
+        name=engine.NAME, version=version or "", command="",
+        serve_command=engine.serve_command(target.model, engine.server_flags(
             target.model, target.dtype, target.max_model_len, [])),
         dtype=target.dtype, max_model_len=target.max_model_len,
     )  # fmt: skip
     if version is None:
         result.failures.append(
-            f"engine failed: no vLLM in {python} (create it with scripts/engine-env, or set "
-            f"{vllm.PYTHON_ENV})"
+            f"engine failed: no {engine.NAME} in {python} (create it with scripts/engine-env, "
+            f"or set {engine.PYTHON_ENV})"
         )
         return result
     if folder is not None:
         folder.mkdir(parents=True, exist_ok=True)
     kept = contextlib.nullcontext(str(folder)) if folder is not None else None
     with kept or tempfile.TemporaryDirectory(prefix="engine-") as d:
-        session = Session(python, target, plan, Path(d))
+        session = Session(engine, python, target, plan, Path(d))
         _measure(session, result, progress)
     result.launches, result.failures = session.launches, session.failures
     result.wall_s = round(time.monotonic() - started, 1)
@@ -164,7 +170,8 @@ def run_engine(
 def _measure(session: Session, result: EngineResult, progress: Progress) -> None:
     t, plan = session.target, session.plan
     reference: dict = {}
-    progress("engine", 0.0, "starting vLLM with its defaults (prefix caching on)")
+    engine = session.engine
+    progress("engine", 0.0, f"starting {engine.NAME} with its defaults")
     try:
         with session.server("reference", []) as server:
             session.ran(server)
@@ -180,17 +187,19 @@ def _measure(session: Session, result: EngineResult, progress: Progress) -> None
                 result.perplexity = client.perplexity(*reference["nll"])
                 result.eval_tokens = reference["nll"][1]
             log = server.log_text()
-            result.kv_cache_tokens, result.threads = reference_kv_tokens(log), engine_threads(log)
+            result.kv_cache_tokens = engine.kv_cache_tokens(log)
+            result.threads = engine.threads(log)
     except EngineFailed as exc:
         session.failed("reference", exc)
         return  # without the reference nothing else can be compared
     progress("engine", 0.25, "prefix caching off, on the same prompts")
     try:
-        with session.server("prefix caching off", ["--no-enable-prefix-caching"]) as server:
+        off_flags = engine.prefix_caching_flags(on=False)
+        with session.server("prefix caching off", off_flags) as server:
             session.ran(server)
             off = session.runs(server, [session.run("prefix-off", t.concurrency)])[0]
             on = next(p for p in result.serving if p.concurrency == t.concurrency)
-            result.prefix_caching = prefix_result(off, on, t)
+            result.prefix_caching = prefix_result(off, on, t, engine.prefix_caching_flags(True))
     except EngineFailed as exc:
         session.failed("prefix caching off", exc)
     progress("engine", 0.4, "speculative decoding")
@@ -199,5 +208,5 @@ def _measure(session: Session, result: EngineResult, progress: Progress) -> None
     result.quantization = measure_quantization(session, result.serving, reference)
     if plan.tensor_parallel > 1:
         progress("engine", 0.9, f"tensor parallel over {plan.tensor_parallel} ranks")
-        result.tensor_parallel = measure_tensor_parallel(session, result.serving)
+        result.tensor_parallel = measure_tensor_parallel(session, result.serving, reference)
     progress("engine", 1.0, "engine measurements done")

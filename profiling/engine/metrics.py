@@ -3,7 +3,8 @@
 Counters are read before and after a run and subtracted (`delta`), so figures
 belong to that run alone, not to the warm-up or an earlier run on the same
 server. Series of one name are summed over their labels (several engine cores),
-except the per-position acceptance counter, kept per `position`.
+except the per-position acceptance counter (the engine names it), kept per
+`position`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from dataclasses import dataclass, field
 
 _LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
 _POSITION = re.compile(r'position="(\d+)"')
-PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 
 
 @dataclass
@@ -31,7 +31,7 @@ class Metrics:
         )
 
 
-def parse_metrics(text: str) -> Metrics:
+def parse_metrics(text: str, per_position: str = "") -> Metrics:
     out = Metrics()
     for line in text.splitlines():
         if not line or line.startswith("#"):
@@ -44,7 +44,7 @@ def parse_metrics(text: str) -> Metrics:
             value = float(raw)
         except ValueError:
             continue
-        if name == PER_POSITION:
+        if per_position and name == per_position:
             position = _POSITION.search(labels or "")
             if position:
                 key = int(position.group(1))

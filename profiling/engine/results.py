@@ -156,6 +156,9 @@ class TensorParallelPoint:
     flags: list[str] = field(default_factory=list)
     tpot_ms: Spread | None = None
     speedup: float | None = None  # TPOT p50 one rank / split
+    interval: tuple[float, float] | None = None  # 95 %, over requests
+    throughput_speedup: float | None = None  # output tok/s split / one rank
+    output_matches: bool | None = None  # greedy text equal to the one-rank server's
     points: list[ServingPoint] = field(default_factory=list)
 
 

@@ -8,8 +8,6 @@ per-request figures, with a 95 % interval resampled over those requests.
 
 from __future__ import annotations
 
-import json
-import re
 from typing import Any
 
 from profiling.engine import client
@@ -24,9 +22,6 @@ from profiling.engine.results import (
 )
 from profiling.engine.server import EngineFailed
 from profiling.stats import ratio_interval
-
-_KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU) KV cache size: ([\d,]+) tokens")
-_WEIGHTS_GIB = re.compile(r"Model loading took ([\d.]+) GiB")
 
 
 def _at(points: list[ServingPoint], concurrency: int) -> ServingPoint | None:
@@ -44,7 +39,9 @@ def _ratio(without: ServingPoint, with_: ServingPoint, metric: str) -> tuple[flo
     return round(interval.ratio, 4), (round(interval.low, 4), round(interval.high, 4))
 
 
-def prefix_result(off: ServingPoint, on: ServingPoint, target: Any) -> PrefixCachingResult:
+def prefix_result(
+    off: ServingPoint, on: ServingPoint, target: Any, flags: list[str]
+) -> PrefixCachingResult:
     speedup, interval = _ratio(off, on, "ttft_s")
     queries = on.server.prefix_cache_queries
     return PrefixCachingResult(
@@ -56,18 +53,18 @@ def prefix_result(off: ServingPoint, on: ServingPoint, target: Any) -> PrefixCac
         hit_rate=on.server.prefix_cache_hits / queries if queries else 0.0,
         speedup=speedup or 0.0,
         interval=interval,
-        flags=["--enable-prefix-caching"],
+        flags=flags,
     )
 
 
-def _spec_configs(plan: Any, ngram: dict[str, int]) -> list[tuple[str, int, dict, str]]:
+def _spec_configs(plan: Any) -> list[tuple[str, int, str]]:
+    """(method, k, draft) of every speculative server the plan asks for."""
     out = []
     for k in plan.ks:
         if plan.ngram:
-            out.append(("ngram", k, {"method": "ngram", "num_speculative_tokens": k, **ngram}, ""))
+            out.append(("ngram", k, ""))
         if plan.draft:
-            config = {"method": "draft_model", "model": plan.draft, "num_speculative_tokens": k}
-            out.append(("draft_model", k, config, plan.draft))
+            out.append(("draft_model", k, plan.draft))
     return out
 
 
@@ -76,8 +73,8 @@ def measure_speculative(
 ) -> list[SpeculativePoint]:
     t = session.target
     out = []
-    for method, k, config, draft in _spec_configs(session.plan, ngram):
-        flags = ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+    for method, k, draft in _spec_configs(session.plan):
+        flags = session.engine.speculative_flags(method, k, draft, ngram)
         purpose = f"speculative {method} k={k}"
         point = SpeculativePoint(method, k, "failed", draft=draft, flags=flags)
         try:
@@ -126,16 +123,10 @@ def _acceptance(point: SpeculativePoint) -> None:
         point.acceptance_by_position = [round(n / drafts, 4) for n in by_position]
 
 
-QUANT_FLAGS = {
-    "fp8": ["--quantization", "fp8"],
-    "fp8-kv": ["--kv-cache-dtype", "fp8"],
-}
-
-
 def measure_quantization(
     session: Any, reference: list[ServingPoint], ref: dict
 ) -> list[EngineQuantization]:
-    t = session.target
+    t, engine = session.target, session.engine
     out = []
     base = _at(reference, t.concurrency)
     for method in session.plan.quantization:
@@ -146,12 +137,13 @@ def measure_quantization(
                       "gptq-int4 among its precisions makes the one the engine serves",
             ))  # fmt: skip
             continue
-        flags, note = list(QUANT_FLAGS.get(method, [])), ""
-        if method == "gptq":
-            # Our checkpoint, served under the reference's name so the same client runs.
-            flags = ["--model", t.gptq_dir, "--served-model-name", t.model]
+        note = ""
+        if method == "gptq" and t.gptq_dir:
+            flags = engine.checkpoint_flags(t.gptq_dir, t.model)
+        else:
+            flags = engine.quantization_flags(method) or []
         if method in ("fp8", "gptq") and t.dtype == "float32":
-            flags += ["--dtype", "bfloat16"]
+            flags += engine.dtype_flags("bfloat16")
             note = (
                 f"{method} computes in 16 bits: run in bfloat16 against the float32 "
                 "reference, so its speed and quality include bfloat16's share"
@@ -179,49 +171,36 @@ def measure_quantization(
         if nll and ref.get("nll"):
             entry.perplexity = client.perplexity(*nll)
             entry.reference_perplexity = client.perplexity(*ref["nll"])
-        entry.kv_cache_tokens = _int(_KV_TOKENS, log)
-        gib = _WEIGHTS_GIB.search(log)
-        entry.weights_bytes = int(float(gib.group(1)) * 2**30) if gib else None
+        entry.kv_cache_tokens = engine.kv_cache_tokens(log)
+        entry.weights_bytes = engine.weights_bytes(log)
         out.append(entry)
     return out
 
 
-def reference_kv_tokens(log: str) -> int | None:
-    return _int(_KV_TOKENS, log)
-
-
-_THREADS = re.compile(r"Reducing Torch threads from (\d+) to (\d+)")
-
-
-def engine_threads(log: str) -> str:
-    """ "1 torch thread of 2 cores" when the engine says it reduced its threads."""
-    found = _THREADS.findall(log)
-    if not found:
-        return ""
-    cores, kept = found[-1]
-    return f"{kept} torch thread{'s' * (kept != '1')} of {cores}"
-
-
-def _int(pattern: re.Pattern[str], text: str) -> int | None:
-    found = pattern.findall(text)
-    return int(found[-1].replace(",", "")) if found else None
-
-
-def measure_tensor_parallel(session: Any, reference: list[ServingPoint]) -> TensorParallelPoint:
+def measure_tensor_parallel(
+    session: Any, reference: list[ServingPoint], ref: dict
+) -> TensorParallelPoint:
     t, size = session.target, session.plan.tensor_parallel
-    flags = ["--tensor-parallel-size", str(size)]
+    flags = session.engine.tensor_parallel_flags(size)
     purpose = f"tensor parallel {size}"
     point = TensorParallelPoint(size, "failed", flags=flags)
     try:
         with session.server(purpose, flags, tensor_parallel=size) as server:
             session.ran(server)
             point.points = session.runs(server, [session.run(f"tp{size}", t.concurrency)])
+            texts = client.greedy_texts(
+                server.url, t.model, t.check_prompts[:CHECK_PROMPTS], CHECK_TOKENS
+            )
     except EngineFailed as exc:
         point.error = session.failed(purpose, exc)
         return point
     point.status = "ran"
     point.tpot_ms = point.points[0].tpot_ms
+    point.output_matches = texts == ref.get("texts")
     base = _at(reference, t.concurrency)
     if base:
-        point.speedup, _ = _ratio(base, point.points[0], "tpot_s")
+        point.speedup, point.interval = _ratio(base, point.points[0], "tpot_s")
+        point.throughput_speedup = round(
+            point.points[0].output_tokens_per_s / base.output_tokens_per_s, 4
+        )
     return point

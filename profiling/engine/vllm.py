@@ -7,11 +7,14 @@ the project (made by `scripts/engine-env`). Nothing here imports vLLM.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
 import subprocess
 from pathlib import Path
+
+from profiling.engine.interface import MetricNames
 
 NAME = "vllm"
 PYTHON_ENV = "ADVISOR_ENGINE_PYTHON"
@@ -21,6 +24,20 @@ VERSION_TIMEOUT_S = 180
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # KV cache the CPU build reserves, in GiB, unless the worker sets it.
 CPU_KV_SPACE_GIB = "1"
+
+
+METRICS = MetricNames(
+    ttft_histogram="vllm:time_to_first_token_seconds",
+    tpot_histogram="vllm:request_time_per_output_token_seconds",
+    preemptions="vllm:num_preemptions_total",
+    prefix_cache_queries="vllm:prefix_cache_queries_total",
+    prefix_cache_hits="vllm:prefix_cache_hits_total",
+    kv_cache_usage="vllm:kv_cache_usage_perc",
+    spec_drafts="vllm:spec_decode_num_drafts_total",
+    spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
+    spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
+    spec_accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+)
 
 
 def python_path() -> Path:
@@ -95,6 +112,125 @@ def serve_command(model: str, flags: list[str]) -> str:
 
 def launch_command(python: Path, flags: list[str]) -> str:
     return shlex.join([str(python), "-m", SERVER_MODULE, *flags, "--port", "<port>"])
+
+
+# -- each technique's flags ---------------------------------------------------------------
+
+
+def prefix_caching_flags(on: bool) -> list[str]:
+    return ["--enable-prefix-caching"] if on else ["--no-enable-prefix-caching"]
+
+
+def speculative_flags(method: str, k: int, draft: str, ngram: dict[str, int]) -> list[str]:
+    """`method`: "ngram" (prompt lookup, with `ngram`'s window) or "draft_model" (`draft`)."""
+    config: dict[str, object]
+    if method == "ngram":
+        config = {"method": method, "num_speculative_tokens": k, **ngram}
+    else:
+        config = {"method": method, "model": draft, "num_speculative_tokens": k}
+    return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
+
+
+_QUANTIZATION = {
+    "fp8": ["--quantization", "fp8"],  # weights to fp8 at load time
+    "fp8-kv": ["--kv-cache-dtype", "fp8"],
+}
+
+
+def quantization_flags(method: str) -> list[str] | None:
+    """The flags that make the engine quantize the checkpoint itself; None for a method
+    it serves from a quantized checkpoint instead (GPTQ: see `checkpoint_flags`)."""
+    found = _QUANTIZATION.get(method)
+    return list(found) if found is not None else None
+
+
+def checkpoint_flags(path: str, served_as: str) -> list[str]:
+    """Serve another checkpoint under the reference's name, so the same client runs."""
+    return ["--model", path, "--served-model-name", served_as]
+
+
+def names_another_checkpoint(flags: list[str]) -> bool:
+    return "--model" in flags
+
+
+def dtype_flags(dtype: str) -> list[str]:
+    return ["--dtype", dtype]
+
+
+def tensor_parallel_flags(size: int) -> list[str]:
+    return ["--tensor-parallel-size", str(size)]
+
+
+# -- its benchmark client (`vllm bench serve`, run by DRIVER) -----------------------------
+
+PERCENTILES = "50,90,99"
+
+
+def prompt_flags(
+    prompt_tokens: int,
+    output_tokens: int,
+    shared_prefix_tokens: int,
+    sample_path: Path | None,
+    seed: int,
+) -> list[str]:
+    """Random tokens behind a shared prefix, or the user's sample (JSON lines)."""
+    if sample_path is not None:
+        return [
+            "--dataset-name", "custom", "--dataset-path", str(sample_path),
+            "--custom-output-len", str(output_tokens), "--skip-chat-template",
+        ]  # fmt: skip
+    return [
+        "--dataset-name", "random",
+        "--random-prefix-len", str(shared_prefix_tokens),
+        "--random-input-len", str(prompt_tokens - shared_prefix_tokens),
+        "--random-output-len", str(output_tokens), "--random-range-ratio", "0",
+        "--seed", str(seed),
+    ]  # fmt: skip
+
+
+def bench_argv(
+    url: str, model: str, prompt_flags: list[str], requests: int, concurrency: int,
+    warmups: int, folder: Path, name: str, goodput: dict[str, float] | None,
+) -> list[str]:  # fmt: skip
+    """Greedy, every request to its full output length, per-request figures saved."""
+    argv = [
+        "--backend", "vllm", "--base-url", url, "--model", model, "--tokenizer", model,
+        *prompt_flags, "--num-prompts", str(requests),
+        "--max-concurrency", str(concurrency), "--temperature", "0", "--ignore-eos",
+        "--num-warmups", str(warmups), "--percentile-metrics", "ttft,tpot,itl,e2el",
+        "--metric-percentiles", PERCENTILES, "--save-result", "--save-detailed",
+        "--result-dir", str(folder), "--result-filename", f"{name}.json", "--disable-tqdm",
+    ]  # fmt: skip
+    if goodput:
+        argv += ["--goodput", *(f"{k}:{v:g}" for k, v in goodput.items())]
+    return argv
+
+
+# -- what its log says ----------------------------------------------------------------
+
+_KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU) KV cache size: ([\d,]+) tokens")
+_WEIGHTS_GIB = re.compile(r"Model loading took ([\d.]+) GiB")
+_THREADS = re.compile(r"Reducing Torch threads from (\d+) to (\d+)")
+
+
+def kv_cache_tokens(log: str) -> int | None:
+    found = _KV_TOKENS.findall(log)
+    return int(found[-1].replace(",", "")) if found else None
+
+
+def weights_bytes(log: str) -> int | None:
+    found = _WEIGHTS_GIB.findall(log)
+    return int(float(found[-1]) * 2**30) if found else None
+
+
+def threads(log: str) -> str:
+    """ "1 of 2 torch threads" when the engine says it reduced its threads (it keeps
+    threads free for its other processes)."""
+    found = _THREADS.findall(log)
+    if not found:
+        return ""
+    cores, kept = found[-1]
+    return f"{kept} of {cores} torch threads"
 
 
 _ERROR_LINE = re.compile(

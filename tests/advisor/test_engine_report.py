@@ -77,3 +77,14 @@ def test_speculation_and_caching_are_judged_on_the_engine(engine_page):
             words = getattr(outcome, "why", "") or outcome.setting
             assert "vllm" in words, (technique, words)
     assert not any(m.technique in ("speculative", "caching") for m in advice.experiments_missing)
+
+
+def test_the_split_over_two_ranks_is_shown_with_its_interval(engine_page):
+    profile, page = engine_page
+    tp = profile.engine.tensor_parallel
+    assert tp is not None and tp.status == "ran"
+    part = text(section(page, "engine"))
+    table = part[part.index("Tensor parallelism on the engine") :]
+    assert f"{tp.speedup:.2f}× ({tp.interval[0]:.2f}–{tp.interval[1]:.2f}×)" in table
+    assert ms(tp.tpot_ms.p50, "ms") in table
+    assert ("identical" if tp.output_matches else "differs") in table

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
-from profiling.engine import bench, vllm
+from profiling.engine import ENGINES, bench, vllm
+from profiling.engine.interface import MEMBERS
 from profiling.engine.metrics import parse_metrics
 from profiling.engine.plan import make_plan, sweep
+from profiling.options import ENGINE_CHOICES
 
 PROM = """\
 # HELP vllm:prefix_cache_queries_total Prefix cache queries
@@ -22,7 +25,7 @@ vllm:time_to_first_token_seconds_count{engine="0",model_name="m"} 20.0
 
 
 def test_counters_are_summed_over_engines_and_kept_per_position():
-    m = parse_metrics(PROM)
+    m = parse_metrics(PROM, vllm.METRICS.spec_accepted_per_position)
     assert m.get("vllm:prefix_cache_queries_total") == 5200.0
     assert m.get("vllm:prefix_cache_hits_total") == 3456.0
     assert m.by_position == {0: 40.0, 1: 25.0}
@@ -30,12 +33,13 @@ def test_counters_are_summed_over_engines_and_kept_per_position():
 
 
 def test_a_run_reads_its_own_counters_only():
-    before = parse_metrics(PROM)
+    per_position = vllm.METRICS.spec_accepted_per_position
+    before = parse_metrics(PROM, per_position)
     after = parse_metrics(
         PROM.replace("5124.0", "6124.0").replace("3456.0", "4256.0").replace(" 40.0", " 70.0")
-        .replace("0.5\n", "0.9\n").replace("20.0\n", "30.0\n")
+        .replace("0.5\n", "0.9\n").replace("20.0\n", "30.0\n"), per_position,
     )  # fmt: skip
-    c = bench.counters(before, after)
+    c = bench.counters(before, after, vllm.METRICS)
     assert (c.prefix_cache_queries, c.prefix_cache_hits) == (1000, 800)
     assert c.spec_accepted_by_position == [30, 0]
     assert abs(c.ttft_mean_ms - 40.0) < 1e-9  # 0.4 s over 10 requests
@@ -84,3 +88,51 @@ def test_the_serve_command_is_what_a_user_types():
         "vllm serve /m --dtype bfloat16 --max-model-len 1024 --seed 0 "
         "--speculative-config '{\"k\":1}'"
     )
+
+
+def test_every_engine_has_every_member_of_the_interface():
+    assert "speculative_flags" in MEMBERS and "METRICS" in MEMBERS and "NAME" in MEMBERS
+    for name, engine in ENGINES.items():
+        missing = [m for m in MEMBERS if not hasattr(engine, m)]
+        assert not missing, f"{name} lacks {missing}"
+        assert name == engine.NAME
+    assert ("", *ENGINES) == ENGINE_CHOICES  # the option offers every engine there is
+
+
+def test_each_technique_is_a_flag_set_of_the_engine():
+    assert vllm.prefix_caching_flags(False) == ["--no-enable-prefix-caching"]
+    flags = vllm.speculative_flags("ngram", 3, "", {"prompt_lookup_max": 4})
+    assert flags[0] == "--speculative-config"
+    assert json.loads(flags[1]) == {
+        "method": "ngram",
+        "num_speculative_tokens": 3,
+        "prompt_lookup_max": 4,
+    }
+    draft = json.loads(vllm.speculative_flags("draft_model", 2, "/d", {"x": 1})[1])
+    assert draft == {"method": "draft_model", "model": "/d", "num_speculative_tokens": 2}
+    assert vllm.quantization_flags("fp8-kv") == ["--kv-cache-dtype", "fp8"]
+    assert vllm.quantization_flags("gptq") is None  # served from our checkpoint instead
+    served = vllm.checkpoint_flags("/ckpt", "/m")
+    assert vllm.names_another_checkpoint(served) and not vllm.names_another_checkpoint(flags)
+    assert vllm.tensor_parallel_flags(2) == ["--tensor-parallel-size", "2"]
+
+
+def test_the_engine_log_gives_its_kv_room_weights_and_threads():
+    log = (
+        "INFO 12-04 10:00:01 [kv_cache_utils.py:1] CPU KV cache size: 349,440 tokens\n"
+        "INFO 12-04 10:00:00 [gpu_model_runner.py:1] Model loading took 0.0737 GiB\n"
+        "WARNING Reducing Torch threads from 2 to 1\n"
+    )
+    assert vllm.kv_cache_tokens(log) == 349_440
+    assert vllm.weights_bytes(log) == int(0.0737 * 2**30)
+    assert vllm.threads(log) == "1 of 2 torch threads"
+    assert vllm.kv_cache_tokens("nothing") is None and vllm.threads("") == ""
+
+
+def test_the_random_workload_keeps_the_users_shared_prefix():
+    flags = vllm.prompt_flags(512, 32, 384, None, 3)
+    at = {f: flags[i + 1] for i, f in enumerate(flags[:-1]) if f.startswith("--")}
+    assert (at["--random-prefix-len"], at["--random-input-len"]) == ("384", "128")
+    assert at["--random-output-len"] == "32" and at["--seed"] == "3"
+    sample = vllm.prompt_flags(512, 32, 384, Path("/s.jsonl"), 3)
+    assert "custom" in sample and "/s.jsonl" in sample

@@ -36,7 +36,8 @@ def engine_profile(tmp_path_factory) -> dict:
         str(SHARED), "--output-tokens", "32", "--concurrency", "4", "--tpot-ms", "200",
         # The quantization experiment's GPTQ checkpoint is handed to the engine.
         "--experiments", "quantization", "--precisions", "fp32,gptq-int4",
-        "--json", str(out),
+        # Two CPU ranks: the engine's tensor-parallel path, as on two GPUs.
+        "--tp-measure", "2", "--json", str(out),
     ]  # fmt: skip
     done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -105,6 +106,17 @@ def test_the_gptq_checkpoint_the_quantization_experiment_made_is_served_by_the_e
     # Quality through the engine, on our evaluation text and the plain server's greedy text.
     assert gptq["perplexity"] > 1 and gptq["reference_perplexity"] > 1
     assert 0 < gptq["greedy_agreement"] <= 1
+
+
+def test_the_model_split_over_two_ranks_serves_the_same_text(engine_profile):
+    tp = engine_profile["engine"]["tensor_parallel"]
+    assert tp["size"] == 2 and tp["status"] == "ran", tp["error"]
+    assert tp["flags"] == ["--tensor-parallel-size", "2"]
+    assert tp["points"][0]["concurrency"] == 4 and tp["points"][0]["failed"] == 0
+    assert tp["tpot_ms"]["p50"] > 0 and tp["speedup"] is not None
+    low, high = tp["interval"]
+    assert low <= tp["speedup"] <= high
+    assert tp["output_matches"] is True  # float32 on CPU: the split changes no token
 
 
 def test_no_engine_process_is_left_afterwards(engine_profile):
