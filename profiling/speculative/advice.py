@@ -81,8 +81,10 @@ def plausible(point: SweepPoint) -> bool:
 
 def speedup_interval(point: SweepPoint) -> Interval | None:
     """Plain / speculative seconds over the prompt set: the ratio of the two medians, with
-    its interval from the interleaved repeats (resampled in pairs)."""
-    return ratio_interval(point.baseline_seconds.samples, point.seconds.samples, paired=True)
+    its interval from the repeats (resampled in pairs where they were interleaved)."""
+    return ratio_interval(
+        point.baseline_seconds.samples, point.seconds.samples, paired=point.paired
+    )
 
 
 def _best(

@@ -5,11 +5,12 @@ and each K of the sweep, at batch 1 and at the user's concurrency, our own
 exact greedy loop (`profiling.speculative.loop`) decodes the fixed prompt set
 and reports acceptance, tokens per target pass, phase costs, and end-to-end
 tokens/s against the target's own greedy decode of the same prompts, timed
-the same way at the same batch, sample by sample interleaved with the
-speculative runs (so drifting load from other processes hits both alike).
-Its output is checked token for token against that baseline in every run
-(`SweepPoint.matches_baseline`). Draft and verify costs are per pass after
-the first, which also prefills the prompt.
+the same way at the same batch: on a CPU sample by sample interleaved with the
+speculative runs (so drifting load from other processes hits both alike), on
+a GPU once per batch size and reused for every draft and K (`sweep.Timings`).
+Its output is checked against that baseline in every run, with the dtype's
+numerics in mind (`SweepPoint.matches_baseline`, `exactness`). Draft and
+verify costs are per pass after the first, which also prefills the prompt.
 
 Acceptance convention: `mean_accepted_length = 1 + accepted / target passes`,
 the tokens emitted per target pass per sequence (the accepted draft tokens
@@ -137,6 +138,7 @@ def run_speculative(
     prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(0, list(prompts))
     ids = encode_prompts(target_tokenizer, prompt_set.prompts, _vocab_size(target))
     job = _Job(target, draft, ids, max_new_tokens, clock or clock_for(device), warmup, repeats)
+    job.timings.paired = not device.startswith("cuda")  # a GPU is not shared: time once
     tick = ticker(progress, PHASE, _units(ks, batch_sizes, draft, prompt_lookup, config_only))
     result = SpeculativeResult(
         target=target_name,
@@ -237,6 +239,9 @@ class _Job:
         self.max_new_tokens, self.clock = max_new_tokens, clock
         self.warmup, self.repeats = warmup, repeats
         self.eos = _eos_ids(target)
+        from profiling.speculative.sweep import Timings
+
+        self.timings = Timings(True, warmup, repeats)
 
     def verify_cost(
         self, ks: list[int], batch_size: int, tick: Callable[[str], None]
@@ -267,7 +272,7 @@ class _Job:
     def sweeps(
         self, ks: list[int], batch_sizes: list[int], lookup: bool, tick: Callable[[str], None]
     ) -> list[SweepPoint]:
-        from profiling.speculative.sweep import SetDecoder, batches_of, paired_set_runs, sweep_point
+        from profiling.speculative.sweep import SetDecoder, batches_of, sweep_point
 
         points = []
         for batch_size in batch_sizes:
@@ -275,10 +280,10 @@ class _Job:
             decoder = SetDecoder(self.target, batches, self.max_new_tokens, self.eos, self.clock)
             for name, factory in self.drafters(lookup):
                 for k in ks:
-                    timed, baseline = paired_set_runs(
-                        decoder, factory, k, warmup=self.warmup, repeats=self.repeats
-                    )
-                    points.append(sweep_point(name, k, batch_size, timed, baseline, decoder))
+                    timed, baseline = self.timings.time(decoder, factory, k)
+                    points.append(sweep_point(
+                        name, k, batch_size, timed, baseline, decoder, self.timings.paired
+                    ))  # fmt: skip
                     tick(f"{name}, K={k}, batch {batch_size}: {points[-1].speedup:.2f}x")
         return points
 
@@ -287,7 +292,7 @@ class _Job:
     ) -> list[SweepPoint]:
         """Each batch size's fastest point timed again: selection and judgement on
         separate samples, so the best of several noisy points is not a win by luck."""
-        from profiling.speculative.sweep import SetDecoder, batches_of, paired_set_runs, sweep_point
+        from profiling.speculative.sweep import SetDecoder, batches_of, sweep_point
 
         factories = dict(self.drafters(lookup))
         out = []
@@ -295,10 +300,10 @@ class _Job:
             best = max((p for p in sweeps if p.batch_size == batch_size), key=lambda p: p.speedup)
             batches = batches_of(self.prompt_ids, batch_size)
             decoder = SetDecoder(self.target, batches, self.max_new_tokens, self.eos, self.clock)
-            timed, baseline = paired_set_runs(
-                decoder, factories[best.draft], best.k, warmup=self.warmup, repeats=self.repeats
-            )
-            out.append(sweep_point(best.draft, best.k, batch_size, timed, baseline, decoder))
+            timed, baseline = self.timings.time(decoder, factories[best.draft], best.k)
+            out.append(sweep_point(
+                best.draft, best.k, batch_size, timed, baseline, decoder, self.timings.paired
+            ))  # fmt: skip
             tick(f"{best.draft}, K={best.k}, batch {batch_size} again: {out[-1].speedup:.2f}x")
         return out
 

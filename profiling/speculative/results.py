@@ -77,6 +77,9 @@ class SweepPoint:
     draft_seconds_per_token: Samples | None = None
     verify_seconds_per_pass: Samples | None = None
     matches_baseline: bool = True  # token-for-token equal to the target's greedy output
+    # True: each baseline sample timed right before its speculative one (CPU); False:
+    # one baseline timing per batch size, shared by every draft and K (GPU).
+    paired: bool = True
     # Where it is not (profiling.speculative.exactness): the share of tokens before
     # each row's first difference, the earliest differing position, and whether the
     # split is "numerics" (bf16/fp16, a near tie within rounding) or "real".

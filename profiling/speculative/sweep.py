@@ -5,16 +5,18 @@ batch is filled by cycling the set, so every batch is full). One timed
 sample is one set run. Counts are the same in every run (greedy decoding is
 deterministic); phase costs and end-to-end time are sampled per run.
 
-Whatever is compared is timed interleaved, sample by sample (the target
-alone, then with speculation; one token, then K+1), and ratios are the median
-of the per-pair ratios: on a shared machine load drifts over minutes, and
-pairing cancels most of it.
+On a CPU, whatever is compared is timed interleaved, sample by sample (the
+target alone, then with speculation; one token, then K+1): on a shared machine
+load drifts over minutes, and pairing cancels most of it. On a GPU (a device
+of its own) the target alone is timed once per batch size and reused for every
+draft and K, which halves the sweep (`Timings`); its interval is then
+resampled unpaired.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -128,6 +130,42 @@ def paired_set_runs(
     return Timed(Samples(spec_s), spec), Timed(Samples(base_s), base)
 
 
+def set_runs(
+    decoder: SetDecoder, factory: DrafterFactory | None, k: int, *, warmup: int, repeats: int
+) -> Timed:
+    """One side alone: the target (`factory` None) or the speculative loop."""
+    for _ in range(warmup):
+        decoder.run(factory, k)
+    runs: list[SetRun] = []
+    seconds = [
+        decoder.clock.time(lambda: runs.append(decoder.run(factory, k))) for _ in range(repeats)
+    ]
+    return Timed(Samples(seconds), runs)
+
+
+@dataclass
+class Timings:
+    """How speculation is timed against the target alone: interleaved pairs, or the
+    target's own timing once per batch size, reused for every draft and K."""
+
+    paired: bool
+    warmup: int
+    repeats: int
+    baselines: dict[int, Timed] = field(default_factory=dict)  # by batch size
+
+    def time(self, decoder: SetDecoder, factory: DrafterFactory, k: int) -> tuple[Timed, Timed]:
+        """(speculative, baseline) for one draft and K."""
+        if self.paired:
+            return paired_set_runs(decoder, factory, k, warmup=self.warmup, repeats=self.repeats)
+        batch = len(decoder.batches[0])
+        if batch not in self.baselines:
+            self.baselines[batch] = set_runs(
+                decoder, None, 0, warmup=self.warmup, repeats=self.repeats
+            )
+        spec = set_runs(decoder, factory, k, warmup=self.warmup, repeats=self.repeats)
+        return spec, self.baselines[batch]
+
+
 def sweep_point(
     draft: str,
     k: int,
@@ -135,6 +173,7 @@ def sweep_point(
     timed: Timed,
     baseline: Timed,
     decoder: SetDecoder | None = None,
+    paired: bool = True,
 ) -> SweepPoint:
     """Counts from the loop's records, costs from the timed samples; with `decoder`,
     outputs that differ from the baseline's are judged (`exactness.compare`)."""
@@ -180,6 +219,7 @@ def sweep_point(
         draft_seconds_per_token=_samples(r.draft_seconds_per_token() for r in timed.runs),
         verify_seconds_per_pass=_samples(r.verify_seconds_per_pass() for r in timed.runs),
         matches_baseline=run.outputs == base_outputs,
+        paired=paired,
         agreement=exact.agreement,
         first_divergence=exact.first_divergence,
         divergence=exact.divergence,

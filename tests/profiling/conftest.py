@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+
+from profiling.config import Hardware, ProfileConfig
+from profiling.profile import Profile
+from profiling.shapes import Shapes
+from tests.profiling.advice_scenarios import WORKLOAD, bandwidth_bound_decode, set_shares
 
 
 @pytest.fixture(scope="module")
@@ -16,3 +24,33 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+# -- the advice scenarios' starting point (test_advice.py) ------------------------
+
+
+@pytest.fixture(scope="module")
+def real(one_torch_thread: None) -> Profile:
+    from profiling.runner import run_profile
+
+    config = ProfileConfig(
+        model="demo", device="cpu", quick=True, workload=WORKLOAD,
+        hardware=Hardware(gpu_kind="H100-SXM"),
+    )  # fmt: skip
+    return run_profile(config)
+
+
+@pytest.fixture(scope="module")
+def shapes() -> Shapes:
+    from profiling.demo import ensure_demo
+
+    return Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
+
+
+@pytest.fixture
+def base(real: Profile, shapes: Shapes) -> dict[str, Any]:
+    """The real profile's JSON, decode-dominated and bandwidth-bound, with no experiments."""
+    data = copy.deepcopy(real.to_dict())
+    set_shares(data, prefill=0.1)
+    bandwidth_bound_decode(data, shapes)
+    return data
