@@ -7,7 +7,6 @@ with p10–p90), so the figures are the ones a profile would report.
 
 from __future__ import annotations
 
-import statistics
 from pathlib import Path
 from typing import Any
 
@@ -57,19 +56,12 @@ def _kind(device: str) -> str:
 
 
 def bandwidths(device: str) -> tuple[float, float]:
-    """(copy, read) bytes per second, medians of repeats: a device-to-device copy counted
-    as bytes read + written (the usual GPU figure), and a sum that only reads. On a CPU
-    the copy also reads each destination line before writing it, so decode can beat it."""
-    size = (1 << 30) if _kind(device) == "cuda" else (1 << 28)  # 1 GiB / 256 MiB
-    src = torch.ones(size // 4, dtype=torch.float32, device=device)
-    dst = torch.empty_like(src)
-    clock = clock_for(device)
-    for _ in range(2):
-        dst.copy_(src)
-        src.sum()
-    copy = statistics.median(clock.time(lambda: dst.copy_(src)) for _ in range(10))
-    read = statistics.median(clock.time(lambda: src.sum()) for _ in range(10))
-    return 2 * size / copy, size / read
+    """(copy, read) bytes per second, as the profiler measures them (profiling.bandwidth),
+    on a 1 GiB tensor on CUDA and a 256 MiB one on a CPU."""
+    from profiling import bandwidth
+
+    found = bandwidth.measure(device, None if _kind(device) == "cuda" else 1 << 28)
+    return found.copy_bytes_per_second, found.read_bytes_per_second
 
 
 def build(shape: str, device: str, dtype: str) -> baseline.Subject:

@@ -84,6 +84,13 @@ class Profile:
     engine: EngineResult | None = None
     # The eager-mode verdict, kept when the engine's replaced it (profiling.engine.verdict).
     eager_verdict: PhaseVerdict | None = None
+    # Wall time of each phase, in the order they ran: "load", "baseline" (with the memory
+    # readings), each experiment by name, "engine". Empty in results written before.
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+
+    def time_spent(self) -> str:
+        """ "load 1.2 s · baseline 8.0 s · speculative 31.4 s", or "" when not recorded."""
+        return " · ".join(f"{name} {s:,.1f} s" for name, s in self.phase_seconds.items())
 
     def decode_paths(self) -> list[str]:
         """How the timed decode steps ran, one line per path ("static-compiled",

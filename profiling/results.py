@@ -86,6 +86,10 @@ class Environment:
     # The physical GPUs this run was given (CUDA_VISIBLE_DEVICES: "2,3"), "" when unset;
     # `device` "cuda:0" is the first of them.
     visible_devices: str = ""
+    # Measured at the start of the run (profiling.bandwidth): a device-to-device copy
+    # (bytes read + written per second) and a read-only pass.
+    copy_bandwidth_bytes_per_second: float | None = None
+    read_bandwidth_bytes_per_second: float | None = None
 
 
 @dataclass
@@ -172,6 +176,8 @@ class DecodePoint:
     # Results written before this was recorded ran "eager".
     path: str = "eager"
     path_reason: str = ""
+    # Achieved bytes/s over the device's measured copy bandwidth (Environment).
+    fraction_of_copy: float | None = None
 
 
 @dataclass

@@ -88,11 +88,12 @@ def _run(
 ) -> Profile:
     import torch
 
-    from profiling import environment, loading, memory, timing
+    from profiling import bandwidth, environment, loading, memory, timing
     from profiling.experiments import baseline, baseline_plan
     from profiling.verdict import verdict
 
     started = environment.utc_now()
+    phases = Phases()
     busy = busy_machine_warning()
     device = loading.pick_device(config.device)
     dtype = loading.pick_dtype(config.dtype, device)
@@ -100,6 +101,7 @@ def _run(
     torch.manual_seed(config.seed)
     spans = plan_spans(list(experiments), engine=bool(config.engine))
     loaded = loading.load(config, device, dtype, span(progress, *spans["load"]))
+    phases.done("load")
 
     progress("memory", spans["memory"][0], "counting weight bytes and measuring the KV cache")
     weights, by_dtype = memory.weights_bytes(loaded.model)
@@ -107,6 +109,7 @@ def _run(
     kv_computed = memory.kv_bytes_per_token_computed(loaded.model.config, dtype_bytes)
     kv_measured = memory.kv_bytes_per_token_measured(loaded.model, device)
     local_gpu = _local_gpu(device)
+    measured = bandwidth.measure(device)
     subject = baseline.Subject(
         loaded.model,
         loaded.tokenizer,
@@ -117,11 +120,13 @@ def _run(
         kv_measured,
         local_gpu,
         config.seed,
+        copy_bandwidth=measured.copy_bytes_per_second,
     )
     plan = baseline_plan.make_plan(
         config.workload, config.quick, loaded.info.max_position_embeddings
     )
     base = baseline.run_baseline(subject, plan, clock, span(progress, *spans["baseline"]))
+    phases.done("baseline")
 
     fit_gpu = target_gpu or local_gpu
     fit = (
@@ -139,14 +144,17 @@ def _run(
         verdict=verdict(base.prefill, base.decode, config.workload, fit),
         warnings=_warnings(config, loaded, device, kv_measured, kv_computed, fit) + base.warnings,
     )
+    profile.environment.copy_bandwidth_bytes_per_second = measured.copy_bytes_per_second
+    profile.environment.read_bandwidth_bytes_per_second = measured.read_bytes_per_second
     if busy and device == "cpu":
         profile.warnings.append(busy)
     # Files the experiments leave for the engine (a GPTQ checkpoint), only when it runs.
     with _artifacts_dir(config) as folder:
         artifacts: dict[str, str] = {}
         _run_experiments(
-            profile, experiments, loaded, device, dtype, clock, progress, spans, folder, artifacts
-        )
+            profile, experiments, loaded, device, dtype, clock, progress, spans, folder,
+            artifacts, phases,
+        )  # fmt: skip
         if config.engine:
             from profiling.engine.for_profile import run_for_profile
 
@@ -156,10 +164,12 @@ def _run(
             )
             profile.warnings += profile.engine.failures
             _prefer_engine_verdict(profile, fit)
+            phases.done("engine")
     # The prompt sample (up to 16 MiB) has been analysed; the result keeps its
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
     profile.config = config.replace(prompt_sample=[])
     attach_advice(profile, loaded.model.config.to_dict())
+    profile.phase_seconds = phases.seconds
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
     return profile
@@ -258,6 +268,7 @@ def _run_experiments(
     spans: dict[str, tuple[float, float]],
     artifacts_dir: str | None = None,
     artifacts: dict[str, str] | None = None,
+    phases: Phases | None = None,
 ) -> None:
     for name, experiment in experiments.items():
         context = ExperimentContext(
@@ -272,6 +283,24 @@ def _run_experiments(
             artifacts if artifacts is not None else {},
         )
         setattr(profile.experiments, name, experiment(context))
+        if phases is not None:
+            phases.done(name)
+
+
+class Phases:
+    """Wall time of each phase of a run, in the order they ran (seconds, 0.1 s)."""
+
+    def __init__(self) -> None:
+        import time
+
+        self._now = time.monotonic
+        self._last = self._now()
+        self.seconds: dict[str, float] = {}
+
+    def done(self, name: str) -> None:
+        now = self._now()
+        self.seconds[name] = round(now - self._last, 1)
+        self._last = now
 
 
 def _warnings(

@@ -104,6 +104,8 @@ def render_summary(p: Profile) -> str:
         lines += render_advice(p.advice)
     if p.warnings:
         lines += ["", "Warnings"] + [f"  - {w}" for w in p.warnings]
+    if p.phase_seconds:
+        lines += ["", f"Time spent: {p.time_spent()}"]
     return "\n".join(lines)
 
 

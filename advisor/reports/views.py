@@ -156,6 +156,7 @@ def environment_rows(profile: Profile) -> list[tuple[str, str]]:
         ("Host", _text(env.hostname)),
         ("CPU cores / torch threads", f"{count(env.cpu_count)} / {count(env.torch_threads)}"),
         ("Started / finished", f"{_text(env.started_at)} / {_text(env.finished_at)}"),
+        ("Time spent", profile.time_spent() or "not recorded"),
     ]
 
 

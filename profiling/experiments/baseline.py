@@ -59,6 +59,7 @@ class Subject:
     gpu: GPU | None = None  # the catalog GPU this device is, for "% of peak"
     seed: int = 0
     decode_path: str = "auto"  # decode_path.PATHS
+    copy_bandwidth: float | None = None  # measured on the device (profiling.bandwidth)
     compiled: dict[str, Any] = field(default_factory=dict)  # the compiled forward, once
 
 
@@ -230,6 +231,7 @@ def decode_point_from(subject: Subject, batch: int, context: int, seconds: Sampl
         achieved_bytes_per_second=achieved,
         peak_bytes_per_second=peak,
         fraction_of_peak=_fraction(achieved, peak),
+        fraction_of_copy=_fraction(achieved, subject.copy_bandwidth),
     )
 
 

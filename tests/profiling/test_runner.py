@@ -56,6 +56,26 @@ def test_a_profile_has_measured_memory_points_and_a_verdict(profile: Profile) ->
     assert profile.environment.started_at <= profile.environment.finished_at
 
 
+def test_each_phase_records_its_wall_time_in_the_order_it_ran(profile: Profile) -> None:
+    from datetime import datetime
+
+    env = profile.environment
+    wall = datetime.fromisoformat(env.finished_at) - datetime.fromisoformat(env.started_at)
+    assert list(profile.phase_seconds) == ["load", "baseline"]  # no experiment asked
+    assert all(s >= 0 for s in profile.phase_seconds.values())
+    assert sum(profile.phase_seconds.values()) <= wall.total_seconds() + 1.1  # to the second
+    assert profile.time_spent().startswith("load ") and " · baseline " in profile.time_spent()
+
+
+def test_decode_is_held_against_the_bandwidth_measured_on_the_device(profile: Profile) -> None:
+    env = profile.environment
+    copy, read = env.copy_bandwidth_bytes_per_second, env.read_bandwidth_bytes_per_second
+    assert copy and read and copy > 1e8 and read > 1e8  # any machine moves 100 MB/s
+    for point in profile.decode:
+        assert point.fraction_of_copy == pytest.approx(point.achieved_bytes_per_second / copy)
+        assert point.path == "static" and "compiling" in point.path_reason
+
+
 def test_a_profile_keeps_the_models_shapes_for_later_projections(profile: Profile) -> None:
     shapes, model = profile.model.shapes, profile.model
     assert shapes is not None and profile.advice is not None

@@ -1,0 +1,47 @@
+"""The device's measured memory bandwidth: the roofline decode is held against.
+
+A datasheet states what the memory can do; a copy measures what a kernel gets.
+Decode reads every weight and the KV cache once per step, so the share of the
+measured bandwidth it reaches says how much is left to gain (a serving engine
+reaches 70–90 % on a GPU). Two figures, medians of repeats after warm-ups,
+with the device synchronised around each sample:
+
+- copy: a device-to-device tensor copy, counted as bytes read + written (the
+  usual GPU figure). A CPU also reads each destination line before writing it,
+  so there decode can beat it;
+- read: a sum over a tensor, which only reads.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from profiling.timing import clock_for
+
+CUDA_BYTES = 1 << 30  # 1 GiB: far past any cache
+CPU_BYTES = 1 << 26  # 64 MiB: past the caches of the CPUs we run on, and quick
+REPEATS = 10
+
+
+@dataclass
+class Bandwidth:
+    copy_bytes_per_second: float
+    read_bytes_per_second: float
+    bytes: int  # the tensor's size
+
+
+def measure(device: str, size: int | None = None) -> Bandwidth:
+    """Copy and read bandwidth over a tensor of `size` bytes (by default past any cache)."""
+    import torch
+
+    size = size or (CUDA_BYTES if device.startswith("cuda") else CPU_BYTES)
+    src = torch.ones(size // 4, dtype=torch.float32, device=device)
+    dst = torch.empty_like(src)
+    clock = clock_for(device)
+    for _ in range(2):
+        dst.copy_(src)
+        src.sum()
+    copy = statistics.median(clock.time(lambda: dst.copy_(src)) for _ in range(REPEATS))
+    read = statistics.median(clock.time(lambda: src.sum()) for _ in range(REPEATS))
+    return Bandwidth(2 * size / copy, size / read, size)
