@@ -279,6 +279,11 @@ def _from_pretrained(
         kwargs["quantization_config"] = quantization
     if direct:
         kwargs["device_map"] = device
+    spread = _several_gpus(path, device) if quantization is None else None
+    if spread and is_accelerate_available():
+        # Larger than one GPU: its layers over every visible GPU, in order (each step
+        # passes through them one after another; the profile says so).
+        kwargs["device_map"], kwargs["max_memory"] = "auto", spread
     try:
         model = AutoModelForCausalLM.from_pretrained(path, **kwargs)
     except (OSError, ValueError, KeyError) as exc:
@@ -286,6 +291,32 @@ def _from_pretrained(
     if not direct:
         model.to(device)
     return model.eval()
+
+
+# Of a GPU's memory the weights may take before they go over several: the rest holds
+# the KV cache, activations and the framework's own reserve.
+ONE_GPU_SHARE = 0.8
+
+
+def spread_over(weights_bytes: int, per_gpu_bytes: list[int]) -> dict[int, int] | None:
+    """{gpu index: bytes it may hold} when the weights do not fit the first GPU but fit
+    the visible ones together; None when one GPU holds them (or all of them cannot)."""
+    if len(per_gpu_bytes) < 2 or weights_bytes <= ONE_GPU_SHARE * per_gpu_bytes[0]:
+        return None
+    room = {i: int(ONE_GPU_SHARE * b) for i, b in enumerate(per_gpu_bytes)}
+    return room if weights_bytes <= sum(room.values()) else None
+
+
+def _several_gpus(path: Path, device: str) -> dict[int, int] | None:
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    count = torch.cuda.device_count()
+    if count < 2:
+        return None
+    weights = sum(f.stat().st_size for f in path.glob("*.safetensors"))
+    return spread_over(weights, [torch.cuda.mem_get_info(i)[1] for i in range(count)])
 
 
 def _load_tokenizer(path: Path) -> Any | None:

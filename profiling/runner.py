@@ -8,6 +8,7 @@ are of the whole run, each phase's share in proportion to its planned work
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from profiling import hardware
@@ -16,6 +17,7 @@ from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
 from profiling.experiments import Experiment, ExperimentContext
 from profiling.profile import Profile
 from profiling.progress import Progress, no_progress, span
+from profiling.resident import set_aside
 from profiling.results import FitCheck, MemoryResult
 from profiling.techniques import BY_NAME
 from profiling.techniques import experiment as get_experiment
@@ -159,9 +161,10 @@ def _run(
             from profiling.engine.for_profile import run_for_profile
 
             engine_progress = span(progress, *spans["engine"])
-            profile.engine = run_for_profile(
-                config, loaded, device, dtype, engine_progress, artifacts
-            )
+            with set_aside(loaded.model, device):  # the engine loads its own copy
+                profile.engine = run_for_profile(
+                    config, loaded, device, dtype, engine_progress, artifacts
+                )
             profile.warnings += profile.engine.failures
             _prefer_engine_verdict(profile, fit)
             phases.done("engine")
@@ -282,7 +285,10 @@ def _run_experiments(
             artifacts_dir,
             artifacts if artifacts is not None else {},
         )
-        setattr(profile.experiments, name, experiment(context))
+        owns = name in BY_NAME and BY_NAME[name].own_weights
+        aside = set_aside(loaded.model, device) if owns else nullcontext()
+        with aside:
+            setattr(profile.experiments, name, experiment(context))
         if phases is not None:
             phases.done(name)
 
@@ -312,6 +318,13 @@ def _warnings(
     fit: FitCheck | None,
 ) -> list[str]:
     out = []
+    placed = set((getattr(loaded.model, "hf_device_map", None) or {}).values())
+    if len(placed) > 1:
+        out.append(
+            f"the weights did not fit one GPU: their layers were spread over {len(placed)} "
+            "devices (device_map), which a step passes through one after another, so "
+            "prefill and decode times are for that split, not for tensor parallelism"
+        )
     info = loaded.info
     if info.config_only:
         out.append(

@@ -44,6 +44,10 @@ class Technique:
     # CPU cores, against LOAD_WORK and BASELINE_WORK (profiling.runner); only the
     # ratios matter. Measured with a quick demo profile running every experiment.
     work: float = 0.0
+    # It loads weights of its own (each variant) and never runs the reference: the
+    # reference leaves the GPU while it runs (profiling.resident). The parallel
+    # experiment sets it aside itself, around its torchrun ranks only.
+    own_weights: bool = False
 
 
 def _run_speculative(context: Any) -> Any:
@@ -63,7 +67,7 @@ def _run_parallel(context: Any) -> Any:
 
 TECHNIQUES: tuple[Technique, ...] = (
     Technique("quantization", "Quantization", quantization.run_for_context,
-              quantization_advice.quantization, work=2.0),
+              quantization_advice.quantization, work=2.0, own_weights=True),
     Technique("speculative", "Speculative decoding", _run_speculative,
               speculative_advice.speculative, work=11.0),
     Technique("caching", "Prefix caching", caching.run_for_context, caching_advice.caching,

@@ -27,6 +27,10 @@ from typing import Any
 from profiling.errors import is_out_of_memory
 
 PATHS = ("auto", "static-compiled", "static", "eager")
+# The context is filled into the cache in chunks of at most this many tokens over
+# the batch (rows × chunk), as a server's chunked prefill does: one forward over
+# 64 rows × 8k tokens would run out of memory on activations alone.
+FILL_TOKENS = 8192
 CPU_REASON = (
     "on a CPU, compiling each decode shape takes tens of seconds, more than the timed steps "
     "save; the static cache runs eager"
@@ -81,6 +85,7 @@ def prepare(
     asked: str,
     device: str,
     compiled: dict[str, Compiled],
+    fill_tokens: int = FILL_TOKENS,
 ) -> Prepared:
     """Fill a cache with `prefill_ids` and return the step on the best path that runs.
 
@@ -90,7 +95,9 @@ def prepare(
     path, reason = resolve(asked, device)
     while True:
         try:
-            return _prepare(model, prefill_ids, step_ids, path, reason, device, compiled)
+            return _prepare(
+                model, prefill_ids, step_ids, path, reason, device, compiled, fill_tokens
+            )
         except Exception as exc:
             if is_out_of_memory(exc) or path == "eager":
                 raise
@@ -107,6 +114,7 @@ def _prepare(
     reason: str,
     device: str,
     compiled: dict[str, Compiled],
+    fill_tokens: int,
 ) -> Prepared:
     from transformers import DynamicCache, StaticCache
 
@@ -118,7 +126,10 @@ def _prepare(
         # Room for the context and the one timed token: the step attends over exactly
         # the context a server's paged cache would hold.
         cache = StaticCache(config=model.config, max_cache_len=context + 1)
-    model(input_ids=prefill_ids, cache=cache, use_cache=True, logits_to_keep=1)
+    chunk = max(1, fill_tokens // prefill_ids.shape[0])  # tokens per row per forward
+    for start in range(0, context, chunk):
+        part = prefill_ids[:, start : start + chunk]
+        model(input_ids=part, cache=cache, use_cache=True, logits_to_keep=1)
     if path == "eager":
         cache.crop(0)
     elif not cache.is_croppable:

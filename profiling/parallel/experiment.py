@@ -50,6 +50,7 @@ from profiling.parallel.results import (
     ParallelResult,
     PlanInputs,
 )
+from profiling.resident import set_aside
 from profiling.units import size
 
 PHASE = "parallel"
@@ -221,7 +222,9 @@ def _launch(context: Any, tp_size: int) -> MeasuredTP:
             repeats=5 if quick else 10,
             seed=config.seed,
         )
-        return run_tp(request, TP_TIMEOUT_S[bool(quick)])
+        # The ranks load their own copies: the reference leaves the GPU meanwhile.
+        with set_aside(context.loaded.model, context.device):
+            return run_tp(request, TP_TIMEOUT_S[bool(quick)])
 
 
 @contextlib.contextmanager

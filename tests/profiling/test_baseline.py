@@ -191,6 +191,22 @@ def test_the_compiled_step_gives_the_eager_steps_logits(subject: baseline.Subjec
     assert torch.allclose(logits["static-compiled"], logits["eager"], atol=1e-4)
 
 
+@pytest.mark.parametrize("path", ["static", "eager"])
+def test_the_context_is_filled_in_chunks_with_the_same_result(
+    subject: baseline.Subject, path: str
+) -> None:
+    """A batch of 2 × 24 tokens filled 5 tokens per row at a time (10 per forward), as a
+    large batch is on a GPU: the step then sees the same cache as one fill gives it."""
+    spy = CacheSpy(subject.model)
+    ids = baseline.input_ids(subject, 2, 24)
+    step_ids = baseline.input_ids(subject, 2, 1, offset=24)
+    with torch.inference_mode():
+        whole = decode_path.prepare(subject.model, ids, step_ids, path, "cpu", {})
+        chunked = decode_path.prepare(spy, ids, step_ids, path, "cpu", {}, fill_tokens=10)
+        assert torch.allclose(whole.step(whole.cache), chunked.step(chunked.cache), atol=1e-5)
+    assert spy.lengths[:5] == [0, 5, 10, 15, 20]  # five fills, each after the last
+
+
 def test_a_static_cache_that_fails_falls_back_to_eager_with_the_reason(
     subject: baseline.Subject,
 ) -> None:
