@@ -260,6 +260,21 @@ def _memory_result(
     )
 
 
+# A full profile on one GPU should fit this (load, baseline and every experiment).
+# Each experiment gets the time left, shared by the registry's work weights of the
+# experiments still to run; the speculative sweep trims its plan to its share.
+PROFILE_BUDGET_S = 600.0
+
+
+def budget_share(device: str, elapsed_s: float, name: str, still_to_run: list[str]) -> float | None:
+    """Seconds experiment `name` may take, or None where nothing is trimmed (CPU)."""
+    if not device.startswith("cuda"):
+        return None
+    weights = {n: BY_NAME[n].work if n in BY_NAME else 0.0 for n in still_to_run}
+    total = sum(weights.values()) or 1.0
+    return max(0.0, PROFILE_BUDGET_S - elapsed_s) * weights.get(name, 0.0) / total
+
+
 def _run_experiments(
     profile: Profile,
     experiments: dict[str, Experiment],
@@ -273,7 +288,9 @@ def _run_experiments(
     artifacts: dict[str, str] | None = None,
     phases: Phases | None = None,
 ) -> None:
-    for name, experiment in experiments.items():
+    names = list(experiments)
+    for i, (name, experiment) in enumerate(experiments.items()):
+        elapsed = phases.elapsed() if phases is not None else 0.0
         context = ExperimentContext(
             profile.config,
             loaded,
@@ -284,6 +301,7 @@ def _run_experiments(
             profile,
             artifacts_dir,
             artifacts if artifacts is not None else {},
+            budget_share(device, elapsed, name, names[i:]),
         )
         owns = name in BY_NAME and BY_NAME[name].own_weights
         aside = set_aside(loaded.model, device) if owns else nullcontext()
@@ -300,8 +318,11 @@ class Phases:
         import time
 
         self._now = time.monotonic
-        self._last = self._now()
+        self._last = self._started = self._now()
         self.seconds: dict[str, float] = {}
+
+    def elapsed(self) -> float:
+        return self._now() - self._started
 
     def done(self, name: str) -> None:
         now = self._now()

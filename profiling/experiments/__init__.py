@@ -38,6 +38,9 @@ class ExperimentContext:
     # None when no later step asked for any. Deleted when the run ends.
     artifacts_dir: str | None = None
     artifacts: dict[str, str] = field(default_factory=dict)
+    # Seconds this experiment may take: its share of the profile's time budget (on CUDA;
+    # None on CPU, where nothing is cut). See profiling.runner.PROFILE_BUDGET_S.
+    budget_s: float | None = None
 
 
 Experiment = Callable[[ExperimentContext], Any]  # a technique's typed result

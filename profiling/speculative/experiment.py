@@ -32,6 +32,7 @@ from typing import Any
 
 from profiling.progress import Progress, ticker
 from profiling.prompts import PromptSet, load_prompts
+from profiling.speculative import budget
 from profiling.speculative.report import best_at, best_k, finding, warnings_for
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
@@ -371,6 +372,8 @@ def run_for_context(
     plan = make_plan(config.quick, config.workload.concurrency, config.workload.output_tokens)
     if ks:
         plan.ks = list(ks)
+    drafts = 0 if loaded.info.config_only else int(draft is not None) + int(prompt_lookup)
+    costed = budget.for_context(context, plan, drafts)
     result = run_plan(
         loaded.model,
         loaded.tokenizer,
@@ -383,4 +386,11 @@ def run_for_context(
         clock=context.clock,
         target_name=loaded.info.name,
     )
+    result.planned_seconds, result.trimmed = round(costed.seconds, 1), costed.trimmed
+    result.budget_seconds = context.budget_s
+    if costed.trimmed:
+        result.warnings.append(
+            f"the sweep was cut to fit its {context.budget_s:.0f} s share of the profile's "
+            f"time budget: {'; '.join(costed.trimmed)}"
+        )
     return result

@@ -143,6 +143,11 @@ class SpeculativeResult:
     trace_prompt: str = ""
     finding: str = ""
     warnings: list[str] = field(default_factory=list)
+    # Costed before it ran (profiling.speculative.budget): the sweep's estimated
+    # seconds, the budget it was given (None: none, on CPU) and what was cut to fit.
+    planned_seconds: float | None = None
+    budget_seconds: float | None = None
+    trimmed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)

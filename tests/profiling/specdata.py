@@ -9,6 +9,8 @@ import torch
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
+from profiling.results import DecodePoint, Samples
+
 EOS = 2
 
 
@@ -58,3 +60,11 @@ def tiny_family() -> dict[str, Any]:
     prompts = [torch.randint(3, 96, (n,), generator=generator).tolist() for n in (5, 11, 17)]
     prompts[2] = prompts[2] + prompts[2][:6]
     return {"target": tiny_llama(2, 0), "draft": tiny_llama(1, 1), "prompts": prompts}
+
+
+def decode_point(batch: int, context: int, seconds: float) -> DecodePoint:
+    """A measured decode step, as the baseline records it (every sample `seconds`)."""
+    return DecodePoint(
+        batch_size=batch, context_tokens=context, seconds_per_token=Samples([seconds] * 3),
+        tokens_per_second=batch / seconds, bytes_per_step=1.0, achieved_bytes_per_second=1.0,
+    )  # fmt: skip

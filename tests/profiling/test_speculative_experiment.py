@@ -11,7 +11,7 @@ import torch
 from profiling.prompts import PromptSet, load_prompts
 from profiling.speculative import experiment as speculative
 from profiling.speculative.results import SpeculativeResult
-from tests.profiling.specdata import FakeClock, tiny_family, word_tokenizer
+from tests.profiling.specdata import FakeClock, decode_point, tiny_family, word_tokenizer
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -154,6 +154,8 @@ def test_run_for_context_loads_the_named_draft_and_returns_its_typed_result(tiny
         dtype="float32",
         clock=FakeClock(),
         progress=lambda phase, fraction, message: None,
+        profile=SimpleNamespace(decode=[decode_point(1, 64, 0.004), decode_point(2, 64, 0.005)]),
+        budget_s=None,
     )
     result = speculative.run_for_context(context, draft_name=str(tmp_path / "draft"), ks=[2])
     assert isinstance(result, SpeculativeResult)
@@ -166,6 +168,9 @@ def test_run_for_context_loads_the_named_draft_and_returns_its_typed_result(tiny
         ("prompt-lookup", 2, 2),
     }
     assert data["max_new_tokens"] == 6 and all(s["matches_baseline"] for s in data["sweeps"])
+    # Costed before it ran, from the decode steps it was given; no budget on a CPU.
+    assert data["planned_seconds"] > 0 and data["budget_seconds"] is None
+    assert data["trimmed"] == []
 
 
 def sweep(k: int, batch_size: int, speedup: float, accepted: int = 10) -> Any:

@@ -1,0 +1,97 @@
+"""What the speculative sweep will cost before it runs, and a plan that fits a budget.
+
+The sweep is most of a profile's time (it decodes the prompt set again and
+again), so it is costed from the baseline's own measured decode steps before
+anything runs. One set run decodes every prompt once, in batches of b:
+ceil(prompts / b) batches × max_new_tokens steps × the measured step time at
+the nearest measured batch and context (prompt + half the new tokens). A
+speculative set run is counted as one plain set run: it makes fewer target
+passes, each over K+1 tokens, plus the draft's. Per batch size the sweep runs
+warm-ups and repeats of the target alone (per point when paired, once when
+not) and of every draft × K, then the best point again (its confirmation).
+
+With a budget (on CUDA: the sweep's share of the profile's ten minutes, from
+the runner), a plan over it drops K values, largest first while the smallest
+and the middle are kept, then repeats down to MIN_REPEATS (fewer are never a
+win); what was cut is said in the result. Without one (CPU: tests, laptops)
+nothing is cut, and the estimate is still recorded beside the time it took.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MIN_REPEATS = 3  # profiling.rule_kit.MIN_REPEATS: a win needs at least three pairs
+CHARS_PER_TOKEN = 4  # the prompt set is text; its tokens are counted later
+
+
+@dataclass
+class Costed:
+    seconds: float
+    trimmed: list[str] = field(default_factory=list)
+
+
+def step_seconds(decode: list[Any], batch: int, context: int) -> float | None:
+    """The measured step time at the nearest batch (log scale), then nearest context."""
+    if not decode:
+        return None
+    nearest_batch = min(decode, key=lambda d: abs(math.log(d.batch_size / batch)))
+    same = [d for d in decode if d.batch_size == nearest_batch.batch_size]
+    point = min(same, key=lambda d: abs(d.context_tokens - context))
+    return float(point.seconds_per_token.median)
+
+
+def estimate(plan: Any, decode: list[Any], drafts: int, paired: bool) -> float | None:
+    """Seconds the sweep and its confirmations take with `plan` (SpeculativePlan)."""
+    if drafts == 0:
+        return 0.0
+    prompts = plan.prompts.prompts
+    mean_prompt = sum(len(p) for p in prompts) / max(1, len(prompts)) / CHARS_PER_TOKEN
+    context = int(mean_prompt + plan.max_new_tokens / 2)
+    runs_per_timing = plan.warmup + plan.repeats
+    points = drafts * len(plan.ks)
+    total = 0.0
+    for batch in plan.batch_sizes:
+        step = step_seconds(decode, batch, context)
+        if step is None:
+            return None
+        set_run = math.ceil(len(prompts) / batch) * plan.max_new_tokens * step
+        timings = 2 * (points + 1) if paired else points + 2  # the +1s: the confirmation
+        total += timings * runs_per_timing * set_run
+    return total
+
+
+def fit(plan: Any, decode: list[Any], drafts: int, paired: bool, budget_s: float) -> Costed:
+    """Cut `plan` (in place) until its estimate fits `budget_s`, saying what was cut."""
+    cost = estimate(plan, decode, drafts, paired)
+    if cost is None:
+        return Costed(0.0, ["no decode step measured to cost the sweep from"])
+    out = Costed(cost)
+    ks = sorted(plan.ks)
+    keep = {ks[0], ks[len(ks) // 2]} if ks else set()  # the smallest and the middle K
+    while cost > budget_s and len(ks) > len(keep):
+        dropped = max(k for k in ks if k not in keep)
+        ks.remove(dropped)
+        plan.ks = ks
+        out.trimmed.append(f"K={dropped} left out")
+        cost = estimate(plan, decode, drafts, paired) or 0.0
+    while cost > budget_s and plan.repeats > MIN_REPEATS:
+        plan.repeats -= 1
+        cost = estimate(plan, decode, drafts, paired) or 0.0
+        out.trimmed.append(f"{plan.repeats} timed repeats")
+    if out.trimmed and out.trimmed[-1].endswith("repeats"):
+        repeats = out.trimmed[-1]
+        out.trimmed = [t for t in out.trimmed if not t.endswith("repeats")] + [repeats]
+    out.seconds = cost
+    return out
+
+
+def for_context(context: Any, plan: Any, drafts: int) -> Costed:
+    """The plan costed for this run, and cut to its budget where it has one (CUDA)."""
+    paired = not context.device.startswith("cuda")
+    decode = context.profile.decode
+    if context.budget_s is not None:
+        return fit(plan, decode, drafts, paired, context.budget_s)
+    return Costed(estimate(plan, decode, drafts, paired) or 0.0)
