@@ -189,6 +189,7 @@ class _Run:
             tokens_match=check.tokens_match,
             max_abs_logit_diff=check.max_abs_logit_diff,
             greedy_tokens=check.greedy_tokens,
+            first_divergence=check.first_divergence,
             label=label,
         )
 

@@ -45,6 +45,7 @@ class Check:
     logits_match: bool
     greedy_tokens: int
     strict: bool = True  # float32/64: the tokens must be identical too
+    first_divergence: int | None = None  # the first generated token that differs
 
     @property
     def outputs_match(self) -> bool:
@@ -128,6 +129,7 @@ def check_outputs(model: Any, prefix_cache: Any, full: Any, new_tokens: int, dty
     warm = _greedy(model, full, copy.deepcopy(prefix_cache), new_tokens)
     tokens_match = cold.sequences.tolist() == warm.sequences.tolist()
     agree = _agreeing_steps(cold.sequences, warm.sequences, full.shape[-1])
+    split = None if tokens_match else max(0, agree - 1)
     diffs, scale = [0.0], 1.0
     for step in range(max(1, agree)):  # the first step's logits always compare
         a, b = cold.logits[step].float(), warm.logits[step].float()
@@ -136,7 +138,7 @@ def check_outputs(model: Any, prefix_cache: Any, full: Any, new_tokens: int, dty
     tolerance = LOGIT_TOLERANCE.get(dtype, HALF_LOGIT_TOLERANCE) * scale
     worst = max(diffs)
     strict = dtype in LOGIT_TOLERANCE
-    return Check(tokens_match, worst, worst <= tolerance, len(cold.logits), strict)
+    return Check(tokens_match, worst, worst <= tolerance, len(cold.logits), strict, split)
 
 
 def _greedy(model: Any, ids: Any, cache: Any | None, new_tokens: int) -> Any:

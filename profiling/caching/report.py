@@ -86,7 +86,9 @@ def _mismatch_warnings(result: CachingResult, points: list[PrefixPoint]) -> list
     where = [f"{p.prefix_tokens}-token prefix" for p in points if not p.outputs_match]
     where += [f"turn {t.turn}" for t in result.multi_turn if not t.outputs_match]
     ties = [
-        f"{p.prefix_tokens}-token prefix" for p in points if p.outputs_match and not p.tokens_match
+        f"{p.prefix_tokens}-token prefix (from generated token {p.first_divergence})"
+        for p in points
+        if p.outputs_match and not p.tokens_match
     ]
     out = []
     if where:

@@ -41,6 +41,9 @@ class PrefixPoint:
     tokens_match: bool
     max_abs_logit_diff: float  # over the greedy steps compared
     greedy_tokens: int  # tokens generated warm and cold for the comparison
+    # The first generated token where warm and cold differ (None: identical); in half
+    # precision with logits within tolerance that split is numerics.
+    first_divergence: int | None = None
     label: str = ""  # "", "shared prefix" (the workload's), "prompt sample"
 
 

@@ -103,7 +103,7 @@ def test_generating_from_a_copied_prefix_cache_equals_a_cold_run(
     for a, b in zip(cold.logits, warm.logits, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
     assert check.outputs_match and check.greedy_tokens == 12
-    assert check.max_abs_logit_diff < 1e-3
+    assert check.max_abs_logit_diff < 1e-3 and check.first_divergence is None
 
 
 def test_the_outputs_check_catches_a_cache_of_the_wrong_prefix(tiny: LlamaForCausalLM) -> None:
@@ -112,6 +112,8 @@ def test_the_outputs_check_catches_a_cache_of_the_wrong_prefix(tiny: LlamaForCau
         wrong = measure.prefill(tiny, (ids[:, :30] + 1) % 128)
         check = measure.check_outputs(tiny, wrong, ids, 6, "float32")
     assert not check.outputs_match and check.max_abs_logit_diff > 1e-2
+    if not check.tokens_match:  # where the texts split, said by position
+        assert check.first_divergence is not None and 0 <= check.first_divergence < 6
 
 
 def test_a_token_flip_within_tolerance_is_numerics_in_half_precision_only() -> None:
