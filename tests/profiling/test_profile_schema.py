@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +36,23 @@ def test_a_version_1_result_opens_with_typed_experiments():
     )
 
 
+# (section, field of its nested rows, the value a result written before reads as)
+NESTED_ADDED = [("caching", "first_divergence", None)]
+
+
+def _strip(node: Any, field: str, value: Any) -> int:
+    """Remove `field` (checked equal to `value`) wherever it sits in `node`; how often."""
+    found = 0
+    if isinstance(node, dict):
+        if field in node:
+            assert node.pop(field) == value
+            found += 1
+        found += sum(_strip(v, field, value) for v in node.values())
+    elif isinstance(node, list):
+        found += sum(_strip(v, field, value) for v in node)
+    return found
+
+
 def test_written_again_it_keeps_the_layout_at_the_current_version():
     again = Profile.from_dict(V1).to_dict()
     assert again["schema_version"] == SCHEMA_VERSION > 1
@@ -42,6 +60,9 @@ def test_written_again_it_keeps_the_layout_at_the_current_version():
     added = {"engine": None, "eager_verdict": None, "phase_seconds": {}}
     assert set(again) == set(V1) | set(added)
     assert {k: again[k] for k in added} == added
+    # Fields added since inside a section, with the value an old result reads as.
+    for section, field, value in NESTED_ADDED:
+        assert _strip(again.get(section), field, value) > 0
     for name in V1["experiments_run"]:
         assert again[name] == V1[name]
     assert Profile.from_dict(again) == Profile.from_dict(V1)
