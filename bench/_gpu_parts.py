@@ -77,10 +77,11 @@ def build(shape: str, device: str, dtype: str) -> baseline.Subject:
     return baseline.Subject(
         model, None, info, device, dtype, weights_bytes(model)[0],
         kv_bytes_per_token_computed(config, itemsize), gpu,
+        copy_bandwidth=bandwidths(device)[0],
     )  # fmt: skip
 
 
-def decode_figures(subject: baseline.Subject, copy: float, read: float) -> dict[str, Any]:
+def decode_figures(subject: baseline.Subject, read: float) -> dict[str, Any]:
     """One step at each batch on the compiled static path and the eager one, by path then
     batch; bytes as the profiler counts them (every weight once per step, plus the KV)."""
     kind, out = _kind(subject.device), {}
@@ -102,7 +103,7 @@ def decode_figures(subject: baseline.Subject, copy: float, read: float) -> dict[
                 "ms_per_step": s.median * 1e3, "p10_ms": s.p10 * 1e3, "p90_ms": s.p90 * 1e3,
                 "samples_s": s.samples, "bytes_per_step": point.bytes_per_step,
                 "bytes_per_s": point.achieved_bytes_per_second,
-                "fraction_of_copy": point.achieved_bytes_per_second / copy,
+                "fraction_of_copy": point.fraction_of_copy,
                 "fraction_of_read": point.achieved_bytes_per_second / read,
                 "path": point.path, "path_reason": point.path_reason,
             }  # fmt: skip

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     for shape in shapes:
         subject = build(shape, device, dtype)
         figures: dict[str, Any] = {"parameters": subject.info.num_parameters}
-        figures["decode"] = decode_figures(subject, copy, read)
+        figures["decode"] = decode_figures(subject, read)
         figures["eager_over_compiled"] = step_ratio(figures["decode"])
         figures["prefill"] = prefill_figures(subject)
         figures["exactness_bf16"] = exactness(shape, device)

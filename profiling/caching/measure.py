@@ -22,13 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiling.memory import cache_bytes
+from profiling.numerics import is_strict, logit_tolerance
 from profiling.results import Samples
 from profiling.timing import Clock
 
 # Logits may differ by float rounding (a shorter forward sums in another
 # order); relative to the largest logit magnitude, and looser for 16-bit types.
-LOGIT_TOLERANCE = {"float32": 1e-4, "float64": 1e-8}
-HALF_LOGIT_TOLERANCE = 3e-2
 
 
 @dataclass
@@ -135,10 +134,9 @@ def check_outputs(model: Any, prefix_cache: Any, full: Any, new_tokens: int, dty
         a, b = cold.logits[step].float(), warm.logits[step].float()
         diffs.append(float((a - b).abs().max()))
         scale = max(scale, float(a.abs().max()))
-    tolerance = LOGIT_TOLERANCE.get(dtype, HALF_LOGIT_TOLERANCE) * scale
     worst = max(diffs)
-    strict = dtype in LOGIT_TOLERANCE
-    return Check(tokens_match, worst, worst <= tolerance, len(cold.logits), strict, split)
+    within = worst <= logit_tolerance(dtype, scale)
+    return Check(tokens_match, worst, within, len(cold.logits), is_strict(dtype), split)
 
 
 def _greedy(model: Any, ids: Any, cache: Any | None, new_tokens: int) -> Any:

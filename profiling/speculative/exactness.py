@@ -22,10 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# Logit tolerance, relative to the largest |logit| at the position: as the prefix
-# cache's check (profiling.caching.measure).
-HALF_TOLERANCE = 3e-2
-STRICT = ("float32", "float64")
+from profiling.numerics import is_strict, logit_tolerance
 
 
 @dataclass
@@ -55,18 +52,20 @@ def compare(
     agreement = agreed / total
     dtype = str(next(target.parameters()).dtype).removeprefix("torch.")
     b, s = base[row_at], spec[row_at]
-    if dtype in STRICT or first >= min(len(b), len(s)):
+    if is_strict(dtype) or first >= min(len(b), len(s)):
         return Exactness(agreement, first, "real")
-    gap, tolerance = _gap(target, prompts[row_at] + b[:first], b[first], s[first])
+    gap, scale = _gap(target, prompts[row_at] + b[:first], b[first], s[first])
+    tolerance = logit_tolerance(dtype, scale)
     kind = "numerics" if gap <= tolerance else "real"
     return Exactness(agreement, first, kind, round(gap, 6), round(tolerance, 6))
 
 
 def _gap(target: Any, ids: list[int], a: int, b: int) -> tuple[float, float]:
+    """(|logit a - logit b|, largest |logit|) at the next position after `ids`."""
     import torch
 
     device = next(target.parameters()).device
     with torch.inference_mode():
         logits = target(input_ids=torch.tensor([ids], device=device), logits_to_keep=1).logits
     row = logits[0, -1].float()
-    return float((row[a] - row[b]).abs()), HALF_TOLERANCE * max(1.0, float(row.abs().max()))
+    return float((row[a] - row[b]).abs()), float(row.abs().max())
