@@ -89,7 +89,7 @@ def _config(args: argparse.Namespace, folder: Path) -> ProfileConfig:
         quick=args.quick,
         workload=Workload(output_tokens=args.new_tokens, concurrency=args.concurrency),
         precisions=_names(args.precisions or default),
-        quant_keep=_names(args.keep),
+        quant_variants=_names(args.keep),
     )
     if not args.config_only:
         return ProfileConfig(model=args.model, **common)

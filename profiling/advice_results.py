@@ -57,7 +57,7 @@ class Evidence:
 @dataclass
 class Recommendation:
     technique: str  # a name in profiling.techniques
-    setting: str  # concrete: "int8 weight-only, keep lm_head in float32"
+    setting: str  # concrete: "int8 weight-only, keep lm_head and embeddings in float32"
     expected_effect: ExpectedEffect
     evidence: list[Evidence]
     caveats: list[str]

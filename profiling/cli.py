@@ -109,7 +109,7 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         spec_ks=_int_list("--spec-k", args.spec_ks),
         prompt_lookup=args.prompt_lookup,
         precisions=parse_names(args.precisions),
-        quant_keep=parse_names(args.quant_keep),
+        quant_variants=parse_names(args.quant_variants),
         tp_measure=args.tp_measure,
         engine=args.engine,
         prompt_sample=read_prompt_sample(args.prompts) if args.prompts else [],

@@ -17,13 +17,13 @@ from profiling.options import (  # re-exported: the choices are the options'
     BOTTLENECKS,
     DTYPES,
     INT,
-    KEEP_CHOICES,
     OPTIONS,
     PRECISIONS,
+    QUANT_VARIANTS,
     TP_MEASURE_SIZES,
 )
 
-__all__ = ["BOTTLENECKS", "DTYPES", "KEEP_CHOICES", "PRECISIONS", "TP_MEASURE_SIZES"]
+__all__ = ["BOTTLENECKS", "DTYPES", "QUANT_VARIANTS", "PRECISIONS", "TP_MEASURE_SIZES"]
 
 BOTTLENECK_LABELS = {
     "memory": "Save model memory",
@@ -122,10 +122,11 @@ class ProfileConfig:
     spec_ks: list[int] = field(default_factory=list)
     prompt_lookup: bool = OPTIONS["prompt_lookup"].default
     # Quantization: the precisions to compare (empty: the experiment's default,
-    # the reference dtype + int8 + int4), and parts kept in the reference
-    # precision; each quantized precision is then also run with them kept.
+    # the reference dtype + int8 + int4), and extra variants of each quantized
+    # precision (options.QUANT_VARIANTS), each one part changed from the default
+    # (LM head and embeddings kept in the reference precision).
     precisions: list[str] = field(default_factory=list)
-    quant_keep: list[str] = field(default_factory=list)
+    quant_variants: list[str] = field(default_factory=list)
     # Prefix caching: the user's own prompts, in the order a server would see
     # them (parsed by profiling.caching.sample; chat messages are already
     # rendered to one string each there). Empty: no sample.
@@ -148,7 +149,7 @@ class ProfileConfig:
             _check_choice("experiment", name, EXPERIMENT_NAMES)
         if self.draft is not None and not (0 < len(self.draft) <= 1024):
             raise ConfigError("draft must be a Hub id, a local directory or a demo name")
-        for name in ("spec_ks", "precisions", "quant_keep", "tp_measure", "engine"):
+        for name in ("spec_ks", "precisions", "quant_variants", "tp_measure", "engine"):
             _check_option(name, getattr(self, name))
         _check_prompt_sample(self.prompt_sample)
         self.workload.validate()

@@ -23,7 +23,9 @@ from typing import Any
 BOTTLENECKS = ("memory", "prompt", "generation", "devices", "unsure")
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 # Quantization: the precisions a job can compare (the first chosen is the
-# reference), and the parts a variant may keep in the reference precision.
+# reference). Every quantized precision keeps DEFAULT_KEPT in the reference
+# precision, as engines ship them; QUANT_VARIANTS are the extra variants a job
+# may ask for, each one part changed from that default.
 PRECISIONS = {
     "fp32": "float32",
     "bf16": "bfloat16",
@@ -36,10 +38,11 @@ PRECISIONS = {
     "bnb-nf4": "bitsandbytes 4-bit NF4",
     "gptq-int4": "GPTQ int4, calibrated here (gptqmodel)",
 }
-KEEP_CHOICES = {
-    "lm_head": "the output head (lm_head)",
-    "embeddings": "the token embeddings",
-    "edge_blocks": "the first and last decoder blocks",
+DEFAULT_KEPT = ("lm_head", "embeddings")
+QUANT_VARIANTS = {
+    "lm_head": "the output head (lm_head) quantized too",
+    "embeddings": "the token embeddings quantized too",
+    "edge_blocks": "the first and last decoder blocks kept in the reference precision",
 }
 # The serving engine a job may also measure on ("": none); the names of
 # profiling.engine.ENGINES (a test keeps them equal; importing it here would circle).
@@ -286,15 +289,16 @@ OPTIONS: dict[str, Option] = {
             metavar="fp32,int8",
         ),
         Option(
-            "quant_keep",
+            "quant_variants",
             "quantization",
             NAMES,
             (),
-            "Also try keeping in the reference precision",
-            "Each quantized precision is then measured a second time with these parts "
-            "left unquantized, to show what keeping them costs and saves.",
-            "--quant-keep",
-            choices=tuple(KEEP_CHOICES),
+            "Also measure each quantized precision with",
+            "Each quantized precision keeps the output head and the token embeddings in the "
+            "reference precision, as serving engines do. Each variant ticked here is measured "
+            "beside it, one part changed, to show what that part costs and saves.",
+            "--quant-variants",
+            choices=tuple(QUANT_VARIANTS),
             metavar="lm_head,embeddings",
         ),
         # Parallelism -------------------------------------------------------------------

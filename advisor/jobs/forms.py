@@ -26,10 +26,10 @@ from advisor.jobs.stored_options import SWITCHES
 from profiling import hardware
 from profiling.config import (
     DTYPES,
-    KEEP_CHOICES,
     PRECISIONS,
     PROMPT_SAMPLE_MAX_BYTES,
     PROMPT_SAMPLE_MAX_PROMPTS,
+    QUANT_VARIANTS,
     ConfigError,
     Hardware,
     Workload,
@@ -99,7 +99,7 @@ class JobForm(forms.ModelForm):
     spec_ks = form_field(OPTIONS["spec_ks"])
     prompt_lookup = form_field(OPTIONS["prompt_lookup"])
     precisions = form_field(OPTIONS["precisions"], PRECISIONS)
-    quant_keep = form_field(OPTIONS["quant_keep"], KEEP_CHOICES)
+    quant_variants = form_field(OPTIONS["quant_variants"], QUANT_VARIANTS)
     prompt_file = forms.FileField(
         label="Your prompts (optional)",
         required=False,
@@ -174,7 +174,7 @@ class JobForm(forms.ModelForm):
         "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
         "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
         "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
-        "run_quantization", "precisions", "quant_keep",
+        "run_quantization", "precisions", "quant_variants",
         "run_caching", "prompt_file", "run_parallel", "tp_measure", "engine", "run_on",
     ]  # fmt: skip
 
@@ -309,8 +309,8 @@ class JobForm(forms.ModelForm):
     def clean_precisions(self) -> list[str]:
         return in_choice_order(self.cleaned_data.get("precisions") or [], PRECISIONS)
 
-    def clean_quant_keep(self) -> list[str]:
-        return in_choice_order(self.cleaned_data.get("quant_keep") or [], KEEP_CHOICES)
+    def clean_quant_variants(self) -> list[str]:
+        return in_choice_order(self.cleaned_data.get("quant_variants") or [], QUANT_VARIANTS)
 
     def _clean_quantization(self, data: dict[str, Any]) -> None:
         # Unknown names were refused by the fields themselves (not among the choices).

@@ -14,7 +14,7 @@ from profiling.options import BOOL, CHOICE, FLOAT, INT, INTS, NAMES, TEXT, Optio
 # How a choice reads beside its checkbox.
 CHOICE_TEXT = {
     "precisions": lambda name, label: f"{name} — {label}",
-    "quant_keep": lambda name, label: label,
+    "quant_variants": lambda name, label: label,
 }
 
 

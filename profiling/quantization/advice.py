@@ -193,7 +193,7 @@ def quantization_estimate(facts: Facts, goal: str) -> list[Outcome]:
     per_param = DTYPE_BYTES.get(facts.dtype, 2)
     if per_param <= 1:
         return []
-    after = int(facts.weights_bytes / per_param)
+    after = int8_weights_bytes(facts, per_param)
     tpot_after = decode_seconds_with_weights(facts, after)
     serves = "memory" if goal in ("memory", "devices") else "generation"
     gain = capacity_gain(facts, after) if serves == "memory" else facts.tpot_seconds / tpot_after
@@ -208,7 +208,7 @@ def quantization_estimate(facts: Facts, goal: str) -> list[Outcome]:
             f"{ms(tpot_after)} ms (fewer bytes read per decode step)")  # fmt: skip
     return [Recommendation(
         technique="quantization",
-        setting=f"int8 weight-only, keep lm_head in {facts.dtype}",
+        setting=f"int8 weight-only, keep lm_head and embeddings in {facts.dtype}",
         expected_effect=ExpectedEffect(text, changes),
         evidence=[Evidence("#memory", "memory.weights_bytes",
                            f"weights {size(facts.weights_bytes)} in {facts.dtype}")],
@@ -219,3 +219,14 @@ def quantization_estimate(facts: Facts, goal: str) -> list[Outcome]:
         serves=serves,
         gain=gain,
     )]  # fmt: skip
+
+
+def int8_weights_bytes(facts: Facts, per_param: float) -> int:
+    """The weights with the decoder's at one byte each and the LM head and embeddings left
+    in the model's dtype (the default quantized variant); without the model's shapes,
+    every weight at one byte."""
+    shapes = facts.shapes
+    if shapes is None:
+        return int(facts.weights_bytes / per_param)
+    edges = shapes.total_params - shapes.body_params
+    return int(shapes.body_params + edges * per_param)

@@ -3,9 +3,11 @@
 Each precision of `config.precisions` (the first is the reference; empty
 means the run's dtype + int8 + int4) is loaded fresh from the run's source
 by its method (`profiling.quantization.methods.METHODS`), measured, and
-freed before the next. With `config.quant_keep`, every quantized precision
-is run again with those parts kept in the reference precision, as its own
-variant ("int8 · lm_head kept"). Per variant: the real bytes of the loaded
+freed before the next. Every quantized precision keeps the LM head and the
+token embeddings in the reference precision (`options.DEFAULT_KEPT`), as
+serving engines ship quantized checkpoints; each of `config.quant_variants`
+is measured beside it as its own variant, one part changed ("int8 · lm_head
+quantized", "int8 · edge_blocks kept"). Per variant: the real bytes of the loaded
 weights (quantized tensors counted by what they hold), the memory peak of
 generation, TTFT and decode time per token at batch 1 and at the user's
 concurrency (warm-ups, repeats, the device's clock; raw samples kept), and,
@@ -21,10 +23,11 @@ short reason; the job always goes on to the next variant.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from profiling.config import ProfileConfig
+from profiling.options import DEFAULT_KEPT
 from profiling.progress import Progress
 from profiling.prompts import PromptSet, load_prompts
 from profiling.quantization.results import (
@@ -55,7 +58,7 @@ class QuantPlan:
     """How much one run measures."""
 
     precisions: list[str]
-    keep: list[str]
+    variants: list[str]  # options.QUANT_VARIANTS names
     prompts: PromptSet
     max_new_tokens: int
     eval_tokens: int
@@ -74,7 +77,7 @@ def make_plan(config: ProfileConfig, run_dtype: str) -> QuantPlan:
     new_tokens = QUICK_NEW_TOKENS if quick else FULL_NEW_TOKENS
     return QuantPlan(
         precisions=list(config.precisions) or default_precisions(run_dtype),
-        keep=list(config.quant_keep),
+        variants=list(config.quant_variants),
         prompts=prompts,
         max_new_tokens=max(2, min(config.workload.output_tokens, new_tokens)),
         eval_tokens=QUICK_EVAL_TOKENS if quick else FULL_EVAL_TOKENS,
@@ -86,14 +89,29 @@ def make_plan(config: ProfileConfig, run_dtype: str) -> QuantPlan:
 
 @dataclass
 class Spec:
-    """One variant to measure: a precision and the parts kept."""
+    """One variant to measure: a precision, and the one part changed from the default
+    (`options.DEFAULT_KEPT` kept), if any."""
 
     precision: str
-    keep: list[str] = field(default_factory=list)
+    variant: str = ""  # a name of options.QUANT_VARIANTS, or "" for the default
+
+    @property
+    def quantized_parts(self) -> list[str]:
+        """Default-kept parts this variant quantizes."""
+        return [self.variant] if self.variant in DEFAULT_KEPT else []
+
+    @property
+    def kept_parts(self) -> list[str]:
+        """The parts left in the reference precision."""
+        kept = [part for part in DEFAULT_KEPT if part not in self.quantized_parts]
+        return kept + ([self.variant] if self.variant and self.variant not in DEFAULT_KEPT else [])
 
     @property
     def name(self) -> str:
-        return self.precision + "".join(f" · {part} kept" for part in self.keep)
+        if not self.variant:
+            return self.precision
+        done = "quantized" if self.variant in DEFAULT_KEPT else "kept"
+        return f"{self.precision} · {self.variant} {done}"
 
 
 def variant_specs(plan: QuantPlan) -> list[Spec]:
@@ -103,7 +121,7 @@ def variant_specs(plan: QuantPlan) -> list[Spec]:
     for precision in plan.precisions:
         specs.append(Spec(precision))
         if METHODS[precision].quantized:
-            specs += [Spec(precision, [part]) for part in plan.keep]
+            specs += [Spec(precision, variant) for variant in plan.variants]
     return specs
 
 

@@ -1,13 +1,15 @@
 """Which modules a variant keeps in the reference precision.
 
-`config.quant_keep` names parts of the model (`lm_head`, `embeddings`,
-`edge_blocks`); here they become module names of the loaded model. Models
-that tie the LM head to the token embeddings share one weight between them,
-so keeping either keeps both, and a method that never quantizes embeddings
-leaves a tied head alone too (quantizing it would untie it and store the
-weight twice). What happened is written into `details`. A keep choice that
-changes nothing for a method (GPTQ never touches the head, bitsandbytes
-never the embeddings) is reported as the same model as the base variant.
+Every quantized variant keeps the LM head and the token embeddings
+(`options.DEFAULT_KEPT`); a variant of `config.quant_variants` quantizes one
+of them too, or also keeps the first and last decoder blocks (`edge_blocks`).
+Here those parts become module names of the loaded model. Models that tie the
+LM head to the token embeddings share one weight between them, so quantizing
+either quantizes both (untied into two copies), and a method that never
+quantizes embeddings leaves a tied head alone too. What happened is written
+into `details`. A variant that changes nothing for a method (GPTQ never
+touches the head, bitsandbytes never the embeddings) is reported as the same
+model as the default variant.
 """
 
 from __future__ import annotations
@@ -60,27 +62,22 @@ def part_modules(model: Any, part: str) -> list[str]:
     return [name for name in found if name]
 
 
-def keep_plan(model: Any, method: Method, keep: list[str]) -> KeepPlan:
-    """The kept module names for `keep` (part names) under `method`, on `model`'s layout."""
+def keep_plan(model: Any, method: Method, spec: Any) -> KeepPlan:
+    """The module names `spec` (an experiment.Spec) leaves unquantized under `method`,
+    on `model`'s layout."""
     tied = is_tied(model)
-    parts = set(keep)
+    parts = set(spec.kept_parts)
     details: dict[str, Any] = {}
-    if tied and parts & {"lm_head", "embeddings"}:
-        parts |= {"lm_head", "embeddings"}
-        details[TIED] = "lm_head and the embeddings share one weight: keeping one keeps both"
-    same = _same_as_base(method, keep, tied)
-    if tied and not method.quantizes_embeddings and method.kind != "gptq":
-        parts.add("lm_head")
-        details.setdefault(
-            TIED,
-            "lm_head shares its weight with the embeddings, which this method does not "
-            "quantize: the head stays in the reference precision (quantizing it would untie "
-            "it and store the weight twice)",
-        )
-    elif tied and not parts:
+    same = _same_as_base(method, spec.variant, tied)
+    if tied and spec.quantized_parts and same is None:
+        parts -= {"lm_head", "embeddings"}
         details[TIED] = (
-            "lm_head and the embeddings shared one weight; quantizing both untied them "
-            "into two quantized copies"
+            "lm_head and the embeddings share one weight: quantizing one quantizes both, "
+            "untied into two quantized copies"
+        )
+    elif tied:
+        details[TIED] = (
+            "lm_head and the embeddings share one weight, kept in the reference precision"
         )
     if method.kind == "gptq":
         details["gptq_scope"] = "GPTQ quantizes the decoder blocks' linear layers only"
@@ -88,13 +85,19 @@ def keep_plan(model: Any, method: Method, keep: list[str]) -> KeepPlan:
     return KeepPlan(modules, details, same)
 
 
-def _same_as_base(method: Method, keep: list[str], tied: bool) -> str | None:
-    if not keep:
+def _same_as_base(method: Method, variant: str, tied: bool) -> str | None:
+    """Why the variant builds the same model as the default one, or None."""
+    if not variant:
         return None
     if method.kind == "gptq":
-        if "edge_blocks" in keep:
+        if variant == "edge_blocks":
             return "the transformers GPTQ path cannot leave whole blocks unquantized"
-        return "GPTQ leaves the LM head and the embeddings unquantized already"
-    if keep == ["embeddings"] and not method.quantizes_embeddings and not tied:
-        return "this method leaves the token embeddings unquantized already"
+        return "GPTQ quantizes the decoder blocks' linear layers only, never the head or embeddings"
+    if variant in ("lm_head", "embeddings") and tied and not method.quantizes_embeddings:
+        return (
+            "lm_head shares its weight with the embeddings, which this method does not "
+            "quantize: quantizing the head would untie it and store the weight twice"
+        )
+    if variant == "embeddings" and not method.quantizes_embeddings:
+        return "this method does not quantize token embeddings"
     return None

@@ -64,7 +64,7 @@ class Job:
         from profiling.quantization.methods import METHODS, NotAvailable
 
         method = METHODS[spec.precision]
-        plan = keep_plan(self.loaded.model, method, spec.keep)
+        plan = keep_plan(self.loaded.model, method, spec)
         request = self.request(spec, plan.modules)
         reason = method.unavailable(spec.precision, request) or plan.same_as_base
         if reason:
@@ -95,7 +95,7 @@ class Job:
         built = self.build(spec)
         self.model = built.model
         variant.settings = built.settings
-        if self.save_dir and built.settings.method == "gptq" and not spec.keep:
+        if self.save_dir and built.settings.method == "gptq" and not spec.variant:
             # Before the first forward, which repacks the weights for this device's kernel.
             self._save(spec.name)
         self._speed(variant)  # first: some kernels repack their weights on the first forward

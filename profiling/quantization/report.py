@@ -35,8 +35,8 @@ def finding(result: QuantizationResult) -> str:
     reference = result.reference_variant
     if reference is None or reference.status != MEASURED:
         return "the reference precision could not be measured, so nothing is compared"
-    # The kept-layer variants are in the table; the line compares the plain precisions.
-    others = [v for v in _measured(result) if not v.is_reference and not _keeps(v)]
+    # The one-part variants are in the table; the line compares the default ones.
+    others = [v for v in _measured(result) if not v.is_reference and not _is_extra_variant(v)]
     if not others:
         return f"only the reference ({reference.name}) could be measured on this worker"
     return f"against {reference.name}: " + "; ".join(variant_line(v, reference) for v in others)
@@ -64,8 +64,8 @@ def warnings_for(result: QuantizationResult, device: str) -> list[str]:
     return out
 
 
-def _keeps(variant: QuantVariant) -> bool:
-    return variant.name != variant.precision  # "int8 · lm_head kept"
+def _is_extra_variant(variant: QuantVariant) -> bool:
+    return variant.name != variant.precision  # "int8 · lm_head quantized"
 
 
 def _measured(result: QuantizationResult) -> list[QuantVariant]:

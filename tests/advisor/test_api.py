@@ -75,13 +75,14 @@ def test_left_out_fields_take_the_forms_defaults(client, cpu_worker):
 
 def test_experiments_and_lists_are_taken_as_json(client, cpu_worker):
     body = {
-        "run_quantization": True, "precisions": ["int8", "fp32"], "quant_keep": ["lm_head"],
+        "run_quantization": True, "precisions": ["int8", "fp32"], "quant_variants": ["lm_head"],
         "run_speculative": True, "spec_ks": "4,2", "prompt_lookup": False, "tp_measure": 2,
         "run_parallel": True, "quick": False, "ttft_ms": 250.5,
     }  # fmt: skip
     assert post(client, body).status_code == 201
     job = Job.objects.get()
-    assert (job.precisions, job.quant_keep, job.spec_ks) == (["fp32", "int8"], ["lm_head"], [2, 4])
+    chosen = (job.precisions, job.quant_variants, job.spec_ks)
+    assert chosen == (["fp32", "int8"], ["lm_head"], [2, 4])
     assert job.origin == Job.Origin.API  # listed under Recent jobs as the API's
     assert (job.run_quantization, job.run_speculative, job.run_parallel) == (True, True, True)
     assert (job.quick, job.prompt_lookup, job.tp_measure, job.ttft_ms) == (False, False, 2, 250.5)

@@ -124,7 +124,7 @@ def test_the_form_ticks_a_float_reference_int8_and_int4_and_says_which_is_the_re
 ):
     form = JobForm()
     assert form["precisions"].value() == ["fp32", "int8", "int4"]
-    assert form["quant_keep"].value() == [] and form["run_quantization"].value() is False
+    assert form["quant_variants"].value() == [] and form["run_quantization"].value() is False
     help_text = form.fields["precisions"].help_text
     assert "first ticked" in help_text and "reference" in help_text
     assert "CUDA" in help_text and "not available here" in help_text
@@ -135,12 +135,12 @@ def test_quantization_choices_are_stored_in_the_pages_order_reference_first(cpu_
         form_data(
             run_quantization="on",
             precisions=["int4", "bf16", "int8"],
-            quant_keep=["embeddings", "lm_head"],
+            quant_variants=["embeddings", "lm_head"],
         )
     )
     assert form.is_valid(), form.errors
     job = form.save(commit=False)
-    assert (job.run_quantization, job.precisions, job.quant_keep) == (
+    assert (job.run_quantization, job.precisions, job.quant_variants) == (
         True, ["bf16", "int8", "int4"], ["lm_head", "embeddings"],
     )  # fmt: skip
 
@@ -163,7 +163,7 @@ def test_one_precision_is_fine_while_quantization_is_off(cpu_worker):
     [
         ("precisions", ["fp32", "int3"], "int3"),
         ("precisions", ["fp32", "fp32,int8"], "fp32,int8"),
-        ("quant_keep", ["lm_head", "everything"], "everything"),
+        ("quant_variants", ["lm_head", "everything"], "everything"),
     ],
 )
 def test_unknown_quantization_names_are_refused_on_their_field(cpu_worker, field, chosen, bad):
@@ -177,14 +177,14 @@ def test_config_for_maps_the_quantization_fields(cpu_worker):
 
     form = JobForm(
         form_data(
-            run_quantization="on", precisions=["int8", "fp32"], quant_keep=["lm_head"],
+            run_quantization="on", precisions=["int8", "fp32"], quant_variants=["lm_head"],
             run_speculative="on",
         )
     )  # fmt: skip
     assert form.is_valid(), form.errors
     config = config_for(form.save(commit=False))
     assert config.experiments == ["quantization", "speculative"]
-    assert (config.precisions, config.quant_keep) == (["fp32", "int8"], ["lm_head"])
+    assert (config.precisions, config.quant_variants) == (["fp32", "int8"], ["lm_head"])
 
 
 def test_a_row_with_blank_precisions_leaves_the_default_to_the_library(cpu_worker):
@@ -192,7 +192,7 @@ def test_a_row_with_blank_precisions_leaves_the_default_to_the_library(cpu_worke
 
     config = config_for(Job(model_name="demo", run_quantization=True))
     assert config.experiments == ["quantization"]
-    assert (config.precisions, config.quant_keep) == ([], [])
+    assert (config.precisions, config.quant_variants) == ([], [])
 
 
 # Prefix caching and parallelism ----------------------------------------------------

@@ -39,3 +39,16 @@ def test_columns_become_json_and_back():
         assert (back.spec_ks, back.precisions, back.prompt_tokens) == ("1,2,4", "fp32,int8", 300)
     finally:
         migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_kept_parts_become_variants_and_back():
+    old = migrate_to([("jobs", "0010_worker_engines")]).get_model("jobs", "Job")
+    old.objects.create(model_name="demo", options={"quant_keep": ["lm_head"], "concurrency": 2})
+    try:
+        new = migrate_to([("jobs", "0011_quant_variants")]).get_model("jobs", "Job")
+        assert new.objects.get().options == {"quant_variants": ["lm_head"], "concurrency": 2}
+        back = migrate_to([("jobs", "0010_worker_engines")]).get_model("jobs", "Job")
+        assert back.objects.get().options == {"quant_keep": ["lm_head"], "concurrency": 2}
+    finally:
+        migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())

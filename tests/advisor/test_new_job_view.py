@@ -112,7 +112,7 @@ def test_the_form_page_has_the_quantization_fieldset_with_its_default_ticks(brow
     assert "<legend>Quantization</legend>" in fieldset
     ticked = re.findall(r'name="precisions" value="([^"]+)"[^>]*checked', fieldset)
     assert ticked == ["fp32", "int8", "int4"]
-    assert 'name="quant_keep" value="lm_head"' in html
+    assert 'name="quant_variants" value="lm_head"' in html
 
 
 def test_too_few_precisions_are_shown_next_to_their_field(browser, cpu_worker):
@@ -124,11 +124,11 @@ def test_too_few_precisions_are_shown_next_to_their_field(browser, cpu_worker):
 
 def test_quantization_choices_are_saved_from_the_browser(browser, cpu_worker):
     response = post_form(
-        browser, run_quantization="on", precisions=["int8", "bf16"], quant_keep=["embeddings"]
+        browser, run_quantization="on", precisions=["int8", "bf16"], quant_variants=["embeddings"]
     )
     assert response.status_code == 302
     job = Job.objects.get()
-    assert (job.run_quantization, job.precisions, job.quant_keep) == (
+    assert (job.run_quantization, job.precisions, job.quant_variants) == (
         True, ["bf16", "int8"], ["embeddings"],
     )  # fmt: skip
 

@@ -80,14 +80,14 @@ def test_bad_input_exits_2_from_the_shell():
 def test_no_wait_submits_with_the_flags_and_prints_the_link(cpu_worker, redis_url):
     out, error = run(
         "--no-wait", "--gpu", "h100", "--run-on", "cpu", "--experiments", "quantization,caching",
-        "--precisions", "int8,fp32", "--quant-keep", "lm_head", "--full", "--ttft-ms", "300",
+        "--precisions", "int8,fp32", "--quant-variants", "lm_head", "--full", "--ttft-ms", "300",
     )  # fmt: skip
     assert error is None
     job = Job.objects.get()
     assert out.strip() == f"submitted: /jobs/{job.share_token}/"
     assert (job.gpu_kind, job.queue, job.quick, job.ttft_ms) == ("H100-SXM", "cpu", False, 300.0)
     assert (job.run_quantization, job.run_caching, job.run_speculative) == (True, True, False)
-    assert (job.precisions, job.quant_keep) == (["fp32", "int8"], ["lm_head"])
+    assert (job.precisions, job.quant_variants) == (["fp32", "int8"], ["lm_head"])
     assert job.dispatched_at is not None
 
 

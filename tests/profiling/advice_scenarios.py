@@ -75,7 +75,7 @@ def quant_variant(
     reference = name == "fp32"
     measured = status == MEASURED
     return QuantVariant(
-        name=name + (" · lm_head kept" if kept else ""),
+        name=name,
         precision=name,
         status=status,
         reason="" if measured else "torchao kernel crashed",

@@ -15,6 +15,7 @@ from profiling.loading import load
 from profiling.prompts import PromptSet, load_prompts
 from profiling.quantization import experiment as quantization
 from profiling.quantization import quality
+from profiling.quantization.experiment import Spec
 from profiling.quantization.keep import keep_plan
 from profiling.quantization.methods import METHODS
 from profiling.quantization.results import (
@@ -68,7 +69,7 @@ def run(model_dir: Path, precisions: list[str], keep: list[str] | None = None) -
         quick=True,
         workload=SMALL,
         precisions=precisions,
-        quant_keep=keep or [],
+        quant_variants=keep or [],
     )
     loaded = load(config, "cpu", "float32")
     events: list[tuple[str, float, str]] = []
@@ -90,7 +91,7 @@ def by_name(result: QuantizationResult) -> dict[str, Any]:
 def test_three_precisions_are_measured_on_cpu_with_the_first_as_reference(measured) -> None:
     result, events = measured
     variants = by_name(result)
-    for name in ("fp32", "bf16", "int8", "int8-dynamic", "int8 · lm_head kept"):
+    for name in ("fp32", "bf16", "int8", "int8-dynamic", "int8 · lm_head quantized"):
         v = variants[name]
         assert v.status == MEASURED, v.reason
         assert v.weights_bytes and v.ttft_seconds and v.seconds_per_token
@@ -113,7 +114,8 @@ def test_the_reference_compared_with_itself_agrees_exactly(measured) -> None:
 
 def test_int8_linear_layers_take_fewer_bytes_than_bf16(measured) -> None:
     variants = by_name(measured[0])
-    bf16, int8 = variants["bf16"].linear_weights_bytes, variants["int8"].linear_weights_bytes
+    bf16 = variants["bf16"].linear_weights_bytes
+    int8 = variants["int8 · lm_head quantized"].linear_weights_bytes
     assert bf16 == variants["fp32"].linear_weights_bytes // 2
     # int8 values plus one scale and zero point per row: a bit over half of bf16
     assert int8 < 0.6 * bf16
@@ -127,17 +129,25 @@ def test_an_unavailable_method_is_reported_and_the_job_goes_on(measured) -> None
     assert list(variants).index("int4") < len(variants) - 1  # later variants still ran
 
 
-def test_a_kept_lm_head_stays_in_the_reference_dtype(model_dir: Path) -> None:
+def test_head_and_embeddings_stay_in_the_reference_dtype_unless_asked(model_dir: Path) -> None:
     config = ProfileConfig(model=str(model_dir), device="cpu")
     reference = load(config, "cpu", "float32").model
-    for keep, head in (([], "int8"), (["lm_head"], "float32")):
-        plan = keep_plan(reference, METHODS["int8"], keep)
+    cases = (
+        ("", "float32", "float32", ["lm_head", "model.embed_tokens"]),
+        ("lm_head", "int8", "float32", ["model.embed_tokens"]),
+        ("embeddings", "float32", "int8", ["lm_head"]),
+    )
+    for variant, head, embed, kept in cases:
+        plan = keep_plan(reference, METHODS["int8"], Spec("int8", variant))
         request = quantization_request(config, plan.modules)
         built = METHODS["int8"].make(METHODS["int8"], request)
-        leaves = built.model.lm_head.weight
-        stored = leaves.qdata.dtype if hasattr(leaves, "qdata") else leaves.dtype
-        assert str(stored) == f"torch.{head}"
-        assert built.settings.kept_modules == (["lm_head"] if keep else [])
+        assert stored_dtype(built.model.lm_head.weight) == f"torch.{head}", variant
+        assert stored_dtype(built.model.model.embed_tokens.weight) == f"torch.{embed}", variant
+        assert built.settings.kept_modules == kept
+
+
+def stored_dtype(weight: Any) -> str:
+    return str(weight.qdata.dtype if hasattr(weight, "qdata") else weight.dtype)
 
 
 def quantization_request(config: ProfileConfig, kept: list[str]) -> Any:
@@ -146,11 +156,14 @@ def quantization_request(config: ProfileConfig, kept: list[str]) -> Any:
     return Request(config=config, device="cpu", compute_dtype="float32", kept=kept)
 
 
-def test_kept_lm_head_variant_holds_more_bytes_than_the_fully_quantized_one(measured) -> None:
+def test_the_default_variant_holds_more_bytes_than_the_one_with_its_head_quantized(
+    measured,
+) -> None:
     variants = by_name(measured[0])
-    kept, full = variants["int8 · lm_head kept"], variants["int8"]
+    kept, full = variants["int8"], variants["int8 · lm_head quantized"]
     assert kept.linear_weights_bytes > full.linear_weights_bytes
-    assert kept.settings.kept_modules == ["lm_head"]
+    assert kept.settings.kept_modules == ["lm_head", "model.embed_tokens"]
+    assert full.settings.kept_modules == ["model.embed_tokens"]
 
 
 def test_tied_head_and_embeddings_are_kept_together_and_recorded() -> None:
@@ -159,11 +172,29 @@ def test_tied_head_and_embeddings_are_kept_together_and_recorded() -> None:
     from tests.profiling.tiny import tiny_llama_config
 
     model = LlamaForCausalLM(tiny_llama_config(tie_word_embeddings=True))
-    kept = keep_plan(model, METHODS["int8"], ["lm_head"])
+    kept = keep_plan(model, METHODS["int8"], Spec("int8"))
     assert kept.modules == ["lm_head", "model.embed_tokens"] and "tied_embeddings" in kept.details
-    # bitsandbytes never quantizes embeddings: a tied head stays with them, even in the base
-    assert keep_plan(model, METHODS["bnb-int8"], []).modules == ["lm_head"]
-    assert "untied" in keep_plan(model, METHODS["int8"], []).details["tied_embeddings"]
+    # quantizing one half of a tied weight quantizes both, untied
+    quantized = keep_plan(model, METHODS["int8"], Spec("int8", "lm_head"))
+    assert quantized.modules == [] and "untied" in quantized.details["tied_embeddings"]
+    # bitsandbytes never quantizes embeddings: asking for a tied head changes nothing
+    same = keep_plan(model, METHODS["bnb-int8"], Spec("bnb-int8", "lm_head")).same_as_base
+    assert same and "does not quantize" in same
+    gptq = keep_plan(model, METHODS["gptq-int4"], Spec("gptq-int4", "embeddings"))
+    assert "never the head or embeddings" in gptq.same_as_base
+
+
+def test_variants_are_named_by_the_part_they_change() -> None:
+    names = [s.name for s in quantization.variant_specs(variant_plan(["lm_head", "edge_blocks"]))]
+    assert names == ["fp32", "int8", "int8 · lm_head quantized", "int8 · edge_blocks kept"]
+    edge = quantization.Spec("int8", "edge_blocks")
+    assert edge.kept_parts == ["lm_head", "embeddings", "edge_blocks"]
+    assert quantization.Spec("int8", "embeddings").kept_parts == ["lm_head"]
+
+
+def variant_plan(variants: list[str]) -> quantization.QuantPlan:
+    config = ProfileConfig(model="demo", precisions=["fp32", "int8"], quant_variants=variants)
+    return quantization.make_plan(config, "float32")
 
 
 def test_the_result_round_trips_through_a_dict(measured) -> None:
@@ -224,7 +255,8 @@ def test_cli_runs_the_quantization_experiment(model_dir: Path, tmp_path: Path) -
         timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    variants = json.loads(out.read_text())["quantization"]["variants"]
+    data = json.loads(out.read_text())
+    variants = data["quantization"]["variants"]
     assert [v["name"] for v in variants] == ["fp32", "bf16", "int8"]
     keys = {"weights_bytes", "peak_bytes", "ttft_seconds", "seconds_per_token", "perplexity"}
     assert all(keys <= v.keys() and v["status"] == "measured" for v in variants)
@@ -233,8 +265,9 @@ def test_cli_runs_the_quantization_experiment(model_dir: Path, tmp_path: Path) -
 def test_cli_refuses_an_unknown_precision_or_part(model_dir: Path) -> None:
     done = run_cli("profile", str(model_dir), "--precisions", "fp32,int3")
     assert done.returncode == 2 and "precisions: Unknown: int3; choose from fp32" in done.stderr
-    done = run_cli("profile", str(model_dir), "--quant-keep", "head")
-    assert done.returncode == 2 and "quant_keep: Unknown: head; choose from lm_head" in done.stderr
+    done = run_cli("profile", str(model_dir), "--quant-variants", "head")
+    assert done.returncode == 2
+    assert "quant_variants: Unknown: head; choose from lm_head" in done.stderr
 
 
 # -- GPTQ (slow: calibrates on CPU) ------------------------------------------------------
