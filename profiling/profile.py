@@ -87,10 +87,18 @@ class Profile:
     # Wall time of each phase, in the order they ran: "load", "baseline" (with the memory
     # readings), each experiment by name, "engine". Empty in results written before.
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    # What each experiment's plan was costed at before it ran (its folder's budget.py,
+    # from the baseline's measurements), by name; only experiments that cost their plan.
+    planned_seconds: dict[str, float] = field(default_factory=dict)
 
     def time_spent(self) -> str:
-        """ "load 1.2 s · baseline 8.0 s · speculative 31.4 s", or "" when not recorded."""
-        return " · ".join(f"{name} {s:,.1f} s" for name, s in self.phase_seconds.items())
+        """ "load 1.2 s · baseline 8.0 s · speculative 31.4 s (planned 28.0 s)", or ""
+        when not recorded."""
+        planned = self.planned_seconds
+        return " · ".join(
+            f"{name} {s:,.1f} s" + (f" (planned {p:,.1f} s)" if (p := planned.get(name)) else "")
+            for name, s in self.phase_seconds.items()
+        )
 
     def decode_paths(self) -> list[str]:
         """How the timed decode steps ran, one line per path ("static-compiled",

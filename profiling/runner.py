@@ -306,7 +306,11 @@ def _run_experiments(
         owns = name in BY_NAME and BY_NAME[name].own_weights
         aside = set_aside(loaded.model, device) if owns else nullcontext()
         with aside:
-            setattr(profile.experiments, name, experiment(context))
+            result = experiment(context)
+            setattr(profile.experiments, name, result)
+        planned = getattr(result, "planned_seconds", None)
+        if planned is not None:
+            profile.planned_seconds[name] = planned
         if phases is not None:
             phases.done(name)
 

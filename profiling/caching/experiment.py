@@ -59,6 +59,11 @@ class CachingPlan:
     warmup: int = 1
     repeats: int = 3
 
+    def prefix_lengths(self) -> list[int]:
+        """The sweep's cached prefix lengths, one per share (shorter than the prompt)."""
+        tokens = self.prompt_tokens
+        return sorted({min(round(share * tokens), tokens - 1) for share in self.shares})
+
 
 def make_plan(workload: Workload, quick: bool, max_positions: int | None) -> CachingPlan:
     """The workload's prompt length, capped (512 quick, 8192 full, the model's positions)."""
@@ -226,11 +231,6 @@ class _Run:
         return out
 
 
-def _prefix_lengths(plan: CachingPlan) -> list[int]:
-    tokens = plan.prompt_tokens
-    return sorted({min(round(share * tokens), tokens - 1) for share in plan.shares})
-
-
 def _sample_prefix(plan: CachingPlan, analysis: PromptSampleReuse | None) -> int:
     if analysis is None or analysis.reuse_fraction <= 0:
         return 0
@@ -296,7 +296,7 @@ def _measure(
     """(the sweep, the labelled extra points, the turns), measured in that order."""
     import torch
 
-    lengths = _prefix_lengths(run.plan)
+    lengths = run.plan.prefix_lengths()
     tick = ticker(progress, PHASE, len(lengths) + len(extra) + run.plan.turns)
     with torch.inference_mode():
         sweep = []
@@ -335,7 +335,13 @@ def _add_sample_ttft(
 def run_for_context(context: Any) -> CachingResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
     loaded, config = context.loaded, context.config
+    from profiling.caching import budget
+    from profiling.cost import record
+
     plan = make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)
+    extra = int(bool(config.workload.shared_prefix_tokens)) + int(bool(config.prompt_sample))
+    quick = make_plan(config.workload, True, loaded.info.max_position_embeddings)
+    costed = budget.for_context(context, plan, extra, quick.turns)
     result = run_caching(
         loaded.model,
         loaded.tokenizer,
@@ -349,4 +355,5 @@ def run_for_context(context: Any) -> CachingResult:
         model_name=loaded.info.name,
         config_only=loaded.info.config_only,
     )
+    record(result, costed, context.budget_s, "the prefix sweep")
     return result

@@ -126,6 +126,11 @@ class CachingResult:
     prompt_sample: PromptSampleReuse | None = None
     finding: str = ""
     warnings: list[str] = field(default_factory=list)
+    # Costed before it ran (profiling.caching.budget): the estimated seconds, the
+    # budget it was given (None: none, on CPU) and what was cut to fit.
+    planned_seconds: float | None = None
+    budget_seconds: float | None = None
+    trimmed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)

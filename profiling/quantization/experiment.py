@@ -214,9 +214,33 @@ def _report(progress: Progress | None, fraction: float, message: str) -> None:
 # -- wiring into the runner -------------------------------------------------------
 
 
+def runnable_specs(context: Any, plan: QuantPlan) -> list[Spec]:
+    """The variants whose method can run on this worker (the rest end at once as "not
+    available", so they cost nothing)."""
+    from profiling.quantization.methods import METHODS, Request
+
+    loaded = context.loaded
+    request = Request(context.config, context.device, context.dtype,
+                      config_only=loaded.info.config_only, tokenizer=loaded.tokenizer)  # fmt: skip
+    methods = {spec.precision: METHODS[spec.precision] for spec in variant_specs(plan)}
+    return [
+        spec
+        for spec in variant_specs(plan)
+        if not methods[spec.precision].unavailable(spec.precision, request)
+    ]
+
+
 def run_for_context(context: Any) -> QuantizationResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
+    from profiling.cost import record
+    from profiling.quantization import budget
+
     plan = make_plan(context.config, context.dtype)
+    loaded = context.loaded
+    with_quality = not loaded.info.config_only and loaded.tokenizer is not None
+    quick = make_plan(context.config.replace(quick=True), context.dtype)
+    variants = len(runnable_specs(context, plan))
+    costed = budget.for_context(context, plan, variants, with_quality, quick)
     result = run_quantization(
         context.config,
         context.loaded,
@@ -228,4 +252,5 @@ def run_for_context(context: Any) -> QuantizationResult:
         save_dir=context.artifacts_dir,
         saved=context.artifacts,
     )
+    record(result, costed, context.budget_s, "the comparison")
     return result

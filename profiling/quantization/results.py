@@ -102,6 +102,11 @@ class QuantizationResult:
     variants: list[QuantVariant]
     finding: str = ""  # "int8 weight-only: weights 3.6× smaller, decode 1.9× faster, ..."
     warnings: list[str] = field(default_factory=list)
+    # Costed before it ran (profiling.quantization.budget): the estimated seconds, the
+    # budget it was given (None: none, on CPU) and what was cut to fit.
+    planned_seconds: float | None = None
+    budget_seconds: float | None = None
+    trimmed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)

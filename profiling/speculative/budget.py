@@ -20,27 +20,13 @@ nothing is cut, and the estimate is still recorded beside the time it took.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
 from typing import Any
 
-MIN_REPEATS = 3  # profiling.rule_kit.MIN_REPEATS: a win needs at least three pairs
-CHARS_PER_TOKEN = 4  # the prompt set is text; its tokens are counted later
+from profiling.cost import CHARS_PER_TOKEN, MIN_REPEATS, Costed, step_seconds
 
-
-@dataclass
-class Costed:
-    seconds: float
-    trimmed: list[str] = field(default_factory=list)
-
-
-def step_seconds(decode: list[Any], batch: int, context: int) -> float | None:
-    """The measured step time at the nearest batch (log scale), then nearest context."""
-    if not decode:
-        return None
-    nearest_batch = min(decode, key=lambda d: abs(math.log(d.batch_size / batch)))
-    same = [d for d in decode if d.batch_size == nearest_batch.batch_size]
-    point = min(same, key=lambda d: abs(d.context_tokens - context))
-    return float(point.seconds_per_token.median)
+__all__ = [
+    "CHARS_PER_TOKEN", "MIN_REPEATS", "Costed", "estimate", "fit", "for_context", "step_seconds",
+]  # fmt: skip
 
 
 def estimate(plan: Any, decode: list[Any], drafts: int, paired: bool) -> float | None:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from profiling.cost import record
 from profiling.progress import Progress, ticker
 from profiling.prompts import PromptSet, load_prompts
 from profiling.speculative import budget
@@ -386,11 +387,5 @@ def run_for_context(
         clock=context.clock,
         target_name=loaded.info.name,
     )
-    result.planned_seconds, result.trimmed = round(costed.seconds, 1), costed.trimmed
-    result.budget_seconds = context.budget_s
-    if costed.trimmed:
-        result.warnings.append(
-            f"the sweep was cut to fit its {context.budget_s:.0f} s share of the profile's "
-            f"time budget: {'; '.join(costed.trimmed)}"
-        )
+    record(result, costed, context.budget_s, "the sweep")
     return result

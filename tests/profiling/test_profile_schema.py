@@ -37,7 +37,12 @@ def test_a_version_1_result_opens_with_typed_experiments():
 
 
 # (section, field of its nested rows, the value a result written before reads as)
-NESTED_ADDED = [("caching", "first_divergence", None)]
+NESTED_ADDED = [
+    ("caching", "first_divergence", None),
+    ("caching", "planned_seconds", None),
+    ("caching", "budget_seconds", None),
+    ("caching", "trimmed", []),
+]
 
 
 def _strip(node: Any, field: str, value: Any) -> int:
@@ -57,7 +62,7 @@ def test_written_again_it_keeps_the_layout_at_the_current_version():
     again = Profile.from_dict(V1).to_dict()
     assert again["schema_version"] == SCHEMA_VERSION > 1
     # Sections added since are additive and empty here (older readers ignore them).
-    added = {"engine": None, "eager_verdict": None, "phase_seconds": {}}
+    added = {"engine": None, "eager_verdict": None, "phase_seconds": {}, "planned_seconds": {}}
     assert set(again) == set(V1) | set(added)
     assert {k: again[k] for k in added} == added
     # Fields added since inside a section, with the value an old result reads as.

@@ -258,6 +258,11 @@ def test_cli_runs_the_quantization_experiment(model_dir: Path, tmp_path: Path) -
     data = json.loads(out.read_text())
     variants = data["quantization"]["variants"]
     assert [v["name"] for v in variants] == ["fp32", "bf16", "int8"]
+    # costed before it ran (no budget on a CPU), and kept beside the time it took
+    planned = data["quantization"]["planned_seconds"]
+    assert planned > 0 and data["planned_seconds"] == {"quantization": planned}
+    assert data["quantization"]["budget_seconds"] is None
+    assert "quantization" in data["phase_seconds"]
     keys = {"weights_bytes", "peak_bytes", "ttft_seconds", "seconds_per_token", "perplexity"}
     assert all(keys <= v.keys() and v["status"] == "measured" for v in variants)
 
