@@ -40,7 +40,8 @@ from pathlib import Path
 from typing import Any
 
 from profiling import hardware
-from profiling.parallel import plans
+from profiling.cost import record
+from profiling.parallel import budget, plans
 from profiling.parallel.disaggregation import Sizes, disaggregate
 from profiling.parallel.results import (
     BASIS_ESTIMATED,
@@ -57,6 +58,8 @@ PHASE = "parallel"
 QUICK = {"batch": 4, "prefill": 256, "context": 256, "tp_prompt": 64, "tp_batch": 2}
 FULL = {"batch": 32, "prefill": 4096, "context": 4096, "tp_prompt": 256, "tp_batch": 8}
 TP_TIMEOUT_S = {True: 300.0, False: 900.0}  # quick, full
+TP_REPEATS = {True: 5, False: 10}
+INTERFERENCE_REPEATS = {True: 5, False: 10}
 PLAN_AGREEMENT = 0.02  # measured per-rank shards within 2 % of the TP plan
 
 
@@ -73,9 +76,17 @@ def run_for_context(context: Any) -> ParallelResult:
     plan_list = plans.all_plans(shape, kv_tokens, memory, config.hardware.gpu_count)
     inputs = _inputs(shape, config, gpu, memory, memory_source)
     tp_size = resolve_tp_measure(config.tp_measure, context.device)
+    # A run that cannot happen here is skipped at once and costs nothing.
+    costed_tp = tp_size if tp_size and not _cannot_measure(context.device, tp_size) else 0
+    work = _work_plan(context, costed_tp)
+    costed = budget.fit(work, profile, context.budget_s)
     share = 0.5 if tp_size else 0.95
     disaggregation = _disaggregation(context, gpu, span(progress, 0.05, share))
-    measured = _measured(context, tp_size, shape, span(progress, share, 1.0))
+    if costed_tp and not work.tp_size:
+        measured = MeasuredTP(status="skipped", tp_size=tp_size,
+                              reason="left out to fit the profile's time budget")  # fmt: skip
+    else:
+        measured = _measured(context, tp_size, shape, span(progress, share, 1.0))
     result = ParallelResult(
         basis=BASIS_MEASURED if measured.status == "measured" else BASIS_ESTIMATED,
         inputs=inputs,
@@ -87,8 +98,27 @@ def run_for_context(context: Any) -> ParallelResult:
     )
     result.finding = finding(result)
     result.warnings = warnings_for(result) + disaggregation.warnings
+    record(result, costed, context.budget_s, "the parallel experiment")
     progress(PHASE, 1.0, result.finding.split(". ")[0])
     return result
+
+
+def _work_plan(context: Any, tp_size: int) -> budget.WorkPlan:
+    config = context.config
+    quick, workload = config.quick, config.workload
+    sizes = interference_sizes(workload, quick, context.profile.model.max_position_embeddings)
+    tp = QUICK if quick else FULL
+    return budget.WorkPlan(
+        decode_batch=sizes.decode_batch,
+        decode_context=sizes.decode_context,
+        prefill_tokens=sizes.prefill_tokens,
+        samples=(1 if quick else 2) + INTERFERENCE_REPEATS[quick],
+        tp_size=tp_size,
+        tp_prompt=min(workload.prompt_tokens, tp["tp_prompt"]),
+        tp_batch=min(workload.concurrency, tp["tp_batch"]),
+        tp_context=min(workload.context_tokens, tp["tp_prompt"]),
+        tp_samples=1 + TP_REPEATS[quick],
+    )
 
 
 # -- plans ----------------------------------------------------------------------
@@ -219,7 +249,7 @@ def _launch(context: Any, tp_size: int) -> MeasuredTP:
             prompt_tokens=min(workload.prompt_tokens, sizes["tp_prompt"]),
             decode_batch=min(workload.concurrency, sizes["tp_batch"]),
             decode_context=min(workload.context_tokens, sizes["tp_prompt"]),
-            repeats=5 if quick else 10,
+            repeats=TP_REPEATS[quick],
             seed=config.seed,
         )
         # The ranks load their own copies: the reference leaves the GPU meanwhile.
@@ -273,7 +303,7 @@ def _disaggregation(context: Any, gpu: Any, progress: Any) -> Any:
         device=context.device,
         clock=context.clock,
         warmup=1 if config.quick else 2,
-        repeats=5 if config.quick else 10,
+        repeats=INTERFERENCE_REPEATS[config.quick],
         seed=config.seed,
         on_sample=lambda i, n: progress(PHASE, i / n, message),
     )

@@ -167,6 +167,11 @@ class ParallelResult:
     notes: list[str] = field(default_factory=list)
     finding: str = ""
     warnings: list[str] = field(default_factory=list)
+    # Costed before it ran (profiling.parallel.budget): the estimated seconds, the
+    # budget it was given (None: none, on CPU) and what was left out to fit.
+    planned_seconds: float | None = None
+    budget_seconds: float | None = None
+    trimmed: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)

@@ -9,6 +9,7 @@ import pytest
 from profiling import cost
 from profiling.caching import budget as caching_budget
 from profiling.caching.experiment import CachingPlan
+from profiling.parallel import budget as parallel_budget
 from profiling.profile import Profile
 from profiling.prompts import PromptSet
 from profiling.quantization import budget as quant_budget
@@ -97,6 +98,24 @@ def test_the_prefix_sweep_is_cut_repeats_then_shares_then_turns() -> None:
     assert cut.trimmed == ["3 timed repeats", "prefix shares 0%, 50%, 90%", "3 conversation turns"]
     roomy = caching_plan([0.0, 0.5], repeats=5)
     assert caching_budget.fit(roomy, BASELINE, 0, budget_s=1e6, quick_turns=3).trimmed == []
+
+
+def test_the_parallel_experiment_is_costed_and_leaves_its_tp_run_out_to_fit() -> None:
+    # Interference: 6 samples × 2 × (a 4 × 100-token fill 0.4 s + a 20 ms step + a 50 ms
+    # prefill) = 5.64 s. The TP run: launch, the ranks' load and rank 0's (2 × 2 s), and
+    # 6 samples × 2 × (10 ms prompt + 2 × 10-token fill 20 ms + 10 ms step) = 0.48 s.
+    def plan(tp: int) -> parallel_budget.WorkPlan:
+        return parallel_budget.WorkPlan(4, 100, 50, 6, tp, 10, 2, 10, 6)
+
+    alone = parallel_budget.estimate(plan(0), BASELINE)
+    assert alone == pytest.approx(5.64)
+    with_tp = parallel_budget.estimate(plan(2), BASELINE)
+    assert with_tp == pytest.approx(5.64 + parallel_budget.LAUNCH_S + 4.0 + 0.48)
+    tight = plan(2)
+    cut = parallel_budget.fit(tight, BASELINE, budget_s=10.0)
+    assert tight.tp_size == 0 and cut.trimmed == ["the measured tensor-parallel run left out"]
+    assert cut.seconds == pytest.approx(alone)
+    assert parallel_budget.fit(plan(2), BASELINE, budget_s=None).trimmed == []
 
 
 def test_time_spent_shows_the_plan_beside_what_it_took() -> None:

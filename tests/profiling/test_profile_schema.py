@@ -42,6 +42,9 @@ NESTED_ADDED = [
     ("caching", "planned_seconds", None),
     ("caching", "budget_seconds", None),
     ("caching", "trimmed", []),
+    ("parallel", "planned_seconds", None),
+    ("parallel", "budget_seconds", None),
+    ("parallel", "trimmed", []),
 ]
 
 
