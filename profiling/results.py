@@ -159,6 +159,11 @@ class PrefillPoint:
     achieved_flops_per_second: float
     peak_flops_per_second: float | None = None  # catalog's dense peak, if known
     fraction_of_peak: float | None = None
+    # Bytes the pass moves (every weight read once, the KV cache written) and their rate,
+    # over the device's measured copy bandwidth (Environment). None in older results.
+    bytes_moved: float | None = None
+    achieved_bytes_per_second: float | None = None
+    fraction_of_copy: float | None = None
 
 
 @dataclass
@@ -178,6 +183,11 @@ class DecodePoint:
     path_reason: str = ""
     # Achieved bytes/s over the device's measured copy bandwidth (Environment).
     fraction_of_copy: float | None = None
+    # Model FLOPs of one step (every row: body and head once, attention over the context),
+    # their rate and its share of the catalog's dense peak. None in older results.
+    flops_per_step: float | None = None
+    achieved_flops_per_second: float | None = None
+    fraction_of_peak_flops: float | None = None
 
 
 @dataclass

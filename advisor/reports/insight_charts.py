@@ -31,13 +31,13 @@ def roofline_points(profile: Profile) -> dict[str, list[tuple[float, float, str]
     dtype = profile.environment.dtype or "float32"
     weights, kv = shapes.weights_bytes(dtype), shapes.kv_bytes_per_token(dtype)
     prefill = []
-    for p in profile.prefill:
-        moved = weights + kv * p.prompt_tokens * p.batch_size
+    for p in profile.prefill:  # the measured run's own bytes and FLOPs where it kept them
+        moved = p.bytes_moved or weights + kv * p.prompt_tokens * p.batch_size
         label = f"prefill {p.prompt_tokens} tokens × {p.batch_size}"
         prefill.append((p.flops / moved, p.achieved_flops_per_second, label))
     decode = []
     for p in profile.decode:
-        flops = shapes.decode_flops(p.batch_size, p.context_tokens)
+        flops = p.flops_per_step or shapes.decode_flops(p.batch_size, p.context_tokens)
         rate = flops / p.seconds_per_token.median
         decode.append((flops / p.bytes_per_step, rate, f"decode batch {p.batch_size}, "
                        f"context {p.context_tokens}"))  # fmt: skip

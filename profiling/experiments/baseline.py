@@ -16,6 +16,10 @@ checked by hand):
   + 2 × layers × (heads × head_dim) × T² × B
                                      causal attention: QKᵀ and AV, 2 × 2 × d × T²
                                      each layer, halved by the causal mask
+and of one decode step at batch B over a context of C tokens:
+    B × (2 × body_params + 2 × vocab × hidden + 4 × layers × (heads × head_dim) × C)
+Bytes a prefill moves: the weights once and the KV cache it writes; a decode
+step: the weights once and the KV cache it reads.
 """
 
 from __future__ import annotations
@@ -110,6 +114,12 @@ def prefill_flops(info: ModelInfo, body: int, head: int, tokens: int, batch: int
     return float(batch * (2 * body * tokens + 2 * head + attention))
 
 
+def decode_flops(info: ModelInfo, body: int, head: int, batch: int, context: int) -> float:
+    """Model FLOPs of one decode step; the formula is in the module docstring."""
+    attention = 4 * info.num_layers * info.num_attention_heads * info.head_dim * context
+    return float(batch * (2 * body + 2 * head + attention))
+
+
 def _fraction(achieved: float, peak: float | None) -> float | None:
     return achieved / peak if peak else None
 
@@ -142,6 +152,7 @@ def prefill_point(
     flops = prefill_flops(subject.info, *params, tokens, batch)
     achieved = flops / seconds.median
     peak = subject.gpu.peak_flops(subject.dtype) if subject.gpu else None
+    moved = float(subject.weights_bytes + subject.kv_bytes_per_token * tokens * batch)
     return PrefillPoint(
         prompt_tokens=tokens,
         batch_size=batch,
@@ -151,6 +162,9 @@ def prefill_point(
         achieved_flops_per_second=achieved,
         peak_flops_per_second=peak,
         fraction_of_peak=_fraction(achieved, peak),
+        bytes_moved=moved,
+        achieved_bytes_per_second=moved / seconds.median,
+        fraction_of_copy=_fraction(moved / seconds.median, subject.copy_bandwidth),
     )
 
 
@@ -160,6 +174,7 @@ def decode_point(
     clock: Clock,
     batch: int,
     context: int,
+    params: tuple[int, int] | None = None,
     on_sample: OnSample | None = None,
 ) -> DecodePoint:
     """Time one decode step at `batch` rows over a cache of `context` tokens."""
@@ -181,7 +196,7 @@ def decode_point(
         on_sample=on_sample,
         setup=setup,
     )
-    point = decode_point_from(subject, batch, context, seconds)
+    point = decode_point_from(subject, batch, context, seconds, params)
     point.path, point.path_reason = prepared.path, prepared.reason
     return point
 
@@ -217,11 +232,37 @@ def _decode_step(
     return lambda: step_on(work["cache"]), fresh_copy
 
 
-def decode_point_from(subject: Subject, batch: int, context: int, seconds: Samples) -> DecodePoint:
-    """A DecodePoint from measured step times: bytes read per step and bandwidth."""
+def decode_point_from(
+    subject: Subject,
+    batch: int,
+    context: int,
+    seconds: Samples,
+    params: tuple[int, int] | None = None,
+) -> DecodePoint:
+    """A DecodePoint from measured step times: bytes read per step and bandwidth, and
+    (given the body and head parameter counts) FLOPs per step and their rate."""
     bytes_per_step = float(subject.weights_bytes + subject.kv_bytes_per_token * batch * context)
     achieved = bytes_per_step / seconds.median
     peak = subject.gpu.memory_bandwidth_bytes_per_second if subject.gpu else None
+    point = _decode_point(subject, batch, context, seconds, bytes_per_step, achieved, peak)
+    if params is not None:
+        flops = decode_flops(subject.info, *params, batch, context)
+        point.flops_per_step = flops
+        point.achieved_flops_per_second = flops / seconds.median
+        peak_flops = subject.gpu.peak_flops(subject.dtype) if subject.gpu else None
+        point.fraction_of_peak_flops = _fraction(flops / seconds.median, peak_flops)
+    return point
+
+
+def _decode_point(
+    subject: Subject,
+    batch: int,
+    context: int,
+    seconds: Samples,
+    bytes_per_step: float,
+    achieved: float,
+    peak: float | None,
+) -> DecodePoint:
     return DecodePoint(
         batch_size=batch,
         context_tokens=context,
@@ -304,7 +345,7 @@ def run_baseline(
 
     def one_decode(batch: int, context: int) -> DecodePoint:
         on_sample = start("decode", f"decode batch {batch} at context {context}")
-        return decode_point(subject, plan, clock, batch, context, on_sample)
+        return decode_point(subject, plan, clock, batch, context, params, on_sample)
 
     with torch.inference_mode():
         prefill_pairs = [(t, b) for t in plan.prefill_tokens for b in plan.prefill_batches]

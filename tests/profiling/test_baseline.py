@@ -143,6 +143,26 @@ def test_decode_bytes_count_weights_and_the_kv_of_every_row(subject: baseline.Su
     expected = subject.weights_bytes + subject.kv_bytes_per_token * 3 * 24
     assert point.bytes_per_step == expected
     assert point.achieved_bytes_per_second == pytest.approx(expected / 0.002)
+    assert point.flops_per_step is None  # no parameter counts given
+
+
+def test_decode_flops_and_prefill_bytes_follow_the_documented_formulas(
+    subject: baseline.Subject,
+) -> None:
+    params = baseline.body_and_head_params(subject.model)
+    body, head = params
+    subject.copy_bandwidth = 1e9
+    point = baseline.decode_point(subject, small_plan(), FakeClock(0.002), 3, 24, params)
+    # 3 rows × (body and head once, attention 4 × layers 2 × 4 heads × 8 dims × 24 tokens)
+    flops = 3 * (2 * body + 2 * head + 4 * 2 * 4 * 8 * 24)
+    assert point.flops_per_step == flops
+    assert point.achieved_flops_per_second == pytest.approx(flops / 0.002)
+    assert point.fraction_of_peak_flops is None  # no catalog GPU
+    prefill = baseline.prefill_point(subject, small_plan(), FakeClock(0.01), 16, 2, params)
+    moved = subject.weights_bytes + subject.kv_bytes_per_token * 16 * 2
+    assert prefill.bytes_moved == moved
+    assert prefill.achieved_bytes_per_second == pytest.approx(moved / 0.01)
+    assert prefill.fraction_of_copy == pytest.approx(moved / 0.01 / 1e9)
 
 
 class CacheSpy:

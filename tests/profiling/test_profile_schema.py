@@ -45,6 +45,12 @@ NESTED_ADDED = [
     ("parallel", "planned_seconds", None),
     ("parallel", "budget_seconds", None),
     ("parallel", "trimmed", []),
+    ("prefill", "bytes_moved", None),
+    ("prefill", "achieved_bytes_per_second", None),
+    ("prefill", "fraction_of_copy", None),
+    ("decode", "flops_per_step", None),
+    ("decode", "achieved_flops_per_second", None),
+    ("decode", "fraction_of_peak_flops", None),
 ]
 
 
