@@ -176,7 +176,7 @@ class DecodePoint:
     achieved_bytes_per_second: float
     peak_bytes_per_second: float | None = None
     fraction_of_peak: float | None = None
-    # How the step ran (profiling.experiments.decode_path): "static-compiled",
+    # How the step ran (profiling.decode_path): "static-compiled",
     # "static" or "eager"; `path_reason` says why when it is not the fastest.
     # Results written before this was recorded ran "eager".
     path: str = "eager"

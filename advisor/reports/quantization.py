@@ -96,7 +96,8 @@ def variant_rows(variants: list[QuantVariant], ref: QuantVariant | None) -> list
 
 
 def settings_rows(variants: list[QuantVariant]) -> list[dict[str, Any]]:
-    """How each variant was made (bits, group size, kept parts, library version)."""
+    """How each variant was made (bits, group size, kept parts, library version) and how
+    its decode steps ran."""
     rows = []
     for variant in variants:
         made = variant.settings
@@ -112,6 +113,8 @@ def settings_rows(variants: list[QuantVariant]) -> list[dict[str, Any]]:
             "kept": ", ".join(made.kept_modules) or "none",
             "quantized_modules": made.quantized_modules,
             "library": made.library or UNKNOWN,
+            "decode_path": variant.decode_path if variant.status == MEASURED else UNKNOWN,
+            "decode_path_reason": variant.decode_path_reason,
         })  # fmt: skip
     return rows
 

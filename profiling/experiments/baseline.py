@@ -28,8 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiling import decode_path
 from profiling.errors import OutOfMemory, is_out_of_memory
-from profiling.experiments import decode_path
 from profiling.experiments.baseline_plan import Plan
 from profiling.hardware import GPU
 from profiling.memory import PeakMemory, PeakReading
@@ -186,7 +186,7 @@ def decode_point(
         subject.device,
         subject.compiled,
     )
-    step, setup = _decode_step(prepared.step, prepared.cache)
+    step, setup = decode_path.rolled_back(prepared.step, prepared.cache)
     seconds = measure(
         step,
         warmup=plan.warmup,
@@ -199,37 +199,6 @@ def decode_point(
     point = decode_point_from(subject, batch, context, seconds, params)
     point.path, point.path_reason = prepared.path, prepared.reason
     return point
-
-
-def _decode_step(
-    step_on: Callable[[Any], Any], cache: Any
-) -> tuple[Callable[[], None], Callable[[], None]]:
-    """(timed step, untimed setup) that keep every sample at the same context.
-
-    A croppable cache is rolled back to its context length before each step,
-    outside the timing: the crop itself costs about a sixth of a tiny model's
-    step on a CPU, which a server never pays. Caches that cannot be rolled back
-    (e.g. linear attention layers) are copied before each step instead, also
-    outside the timing.
-    """
-    if cache.is_croppable:
-        # int(): a static cache's length is a tensor it updates in place.
-        context = int(cache.get_seq_length())
-
-        def roll_back() -> None:
-            grown = int(cache.get_seq_length()) - context
-            if grown > 0:
-                cache.crop(-grown)
-
-        return lambda: step_on(cache), roll_back
-    import copy
-
-    work = {"cache": cache}
-
-    def fresh_copy() -> None:
-        work["cache"] = copy.deepcopy(cache)
-
-    return lambda: step_on(work["cache"]), fresh_copy
 
 
 def decode_point_from(

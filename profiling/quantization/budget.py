@@ -2,8 +2,9 @@
 
 Every variant is loaded fresh (costed as the reference's own load in this run),
 then timed: TTFT over the prompt set (at least MIN_TTFT_SECONDS per prompt a
-run), decode at batch 1 and at the plan's batch (a prefill of the longest
-prompt, then max_new_tokens - 1 steps), one generation for its memory peak,
+run), decode at batch 1 and at the plan's batch (the longest prompt filled once,
+one untimed step, then single steps rolled back, at least MIN_DECODE_SECONDS;
+on CUDA the compile of each shape is not costed), one generation for its memory peak,
 and, where quality means something, one teacher-forced pass over each prompt,
 the evaluation text in windows and a greedy generation per prompt. The times
 are the baseline's measured prefills and decode steps (`profiling.cost`): the
@@ -28,7 +29,7 @@ from profiling.cost import (
     prefill_seconds,
     step_seconds,
 )
-from profiling.quantization.measure import MIN_TTFT_SECONDS
+from profiling.quantization.measure import MIN_DECODE_SECONDS, MIN_TTFT_SECONDS
 from profiling.quantization.quality import EVAL_WINDOW
 
 
@@ -52,9 +53,10 @@ def variant_seconds(plan: Any, profile: Any, with_quality: bool) -> float | None
         return None
     runs = plan.warmup + plan.repeats
     ttft = runs * max(sum(prefill), MIN_TTFT_SECONDS * len(lengths))
-    decode = runs * (fill_one + steps * one)
+    # A cache filled once, one untimed step, then single steps (at least the floor).
+    decode = fill_one + one + max(runs * one, MIN_DECODE_SECONDS)
     if plan.batch_size > 1:
-        decode += runs * (fill_many + steps * many)
+        decode += fill_many + many + max(runs * many, MIN_DECODE_SECONDS)
     total = load_seconds(profile) + ttft + decode + fill_many + steps * many
     if with_quality:
         windows = math.ceil(plan.eval_tokens / EVAL_WINDOW)

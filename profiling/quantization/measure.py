@@ -15,8 +15,10 @@ from profiling.quantization.results import GreedySample, QuantVariant
 from profiling.results import Samples
 from profiling.timing import Clock, measure
 
-# Single prefills are short: at least this many seconds of samples per TTFT figure.
+# Single prefills and decode steps are short: at least this many seconds of samples
+# per TTFT or decode figure.
 MIN_TTFT_SECONDS = 0.05
+MIN_DECODE_SECONDS = 0.05
 
 
 class Job:
@@ -40,6 +42,7 @@ class Job:
         self.reference_name: str | None = None
         self.compute_dtype = run_dtype
         self.model: Any = None
+        self.compiled: dict[str, Any] = {}  # profiling.decode_path.Compiled of the variant
         self.warnings: list[str] = []
         self.save_dir: str | None = None  # where engine-servable checkpoints go
         self.saved: dict[str, str] = {}
@@ -74,7 +77,7 @@ class Job:
         return built
 
     def free(self) -> None:
-        self.model = None
+        self.model, self.compiled = None, {}
         gc.collect()
         if self.device.startswith("cuda"):
             import torch
@@ -131,25 +134,30 @@ class Job:
         longest = max(self.prompt_ids, key=len)
         return torch.tensor([longest] * rows, device=self.device)
 
-    def _decode_samples(self, rows: int) -> Samples:
+    def _decode_samples(self, rows: int, variant: QuantVariant) -> Samples:
+        """One decode step at `rows` rows over the longest prompt, on the baseline's decode
+        path (a static cache, compiled on CUDA: torchao's weight-only kernels are fast
+        only there), rolled back to the same context before every sample."""
         import torch
 
-        steps = self.plan.max_new_tokens - 1
+        from profiling import decode_path
+
         batch = self._batch(rows)
-        state: dict[str, Any] = {}
-
-        def setup() -> None:
-            with torch.inference_mode():
-                state["cache"], state["token"] = quality.prefill(self.model, batch)
-
-        def run() -> None:
-            with torch.inference_mode():
-                quality.decode(self.model, state["cache"], state["token"], steps)
-
-        seconds = measure(
-            run, warmup=self.plan.warmup, repeats=self.plan.repeats, clock=self.clock, setup=setup
-        )
-        return Samples([s / steps for s in seconds.samples])
+        with torch.inference_mode():
+            prepared = decode_path.prepare(
+                self.model, batch, batch[:, -1:], "auto", self.device, self.compiled
+            )
+            step, setup = decode_path.rolled_back(prepared.step, prepared.cache)
+            seconds = measure(
+                step,
+                warmup=self.plan.warmup,
+                repeats=self.plan.repeats,
+                clock=self.clock,
+                min_seconds=MIN_DECODE_SECONDS,
+                setup=setup,
+            )
+        variant.decode_path, variant.decode_path_reason = prepared.path, prepared.reason
+        return seconds
 
     def _ttft_samples(self) -> Samples:
         import torch
@@ -171,12 +179,13 @@ class Job:
         return Samples([s / len(prompts) for s in seconds.samples])
 
     def _speed(self, variant: QuantVariant) -> None:
+        self.compiled = {}  # this variant's model, compiled once on the compiled path
         variant.ttft_seconds = self._ttft_samples()
-        variant.seconds_per_token = self._decode_samples(1)
+        variant.seconds_per_token = self._decode_samples(1, variant)
         variant.tokens_per_second = 1 / variant.seconds_per_token.median
         variant.concurrency = self.plan.batch_size
         if self.plan.batch_size > 1:
-            samples = self._decode_samples(self.plan.batch_size)
+            samples = self._decode_samples(self.plan.batch_size, variant)
         else:
             samples = variant.seconds_per_token
         variant.concurrency_seconds_per_token = samples

@@ -60,7 +60,7 @@ class GreedySample:
 class QuantVariant:
     """One precision of the model, with what it cost and what it changed."""
 
-    name: str  # "int8", "int8 · lm_head kept"
+    name: str  # "int8", "int8 · lm_head quantized"
     precision: str  # the choice it came from: one of config.PRECISIONS
     status: str  # MEASURED, NOT_AVAILABLE, DOES_NOT_FIT, FAILED
     reason: str = ""  # why it was not measured
@@ -79,6 +79,11 @@ class QuantVariant:
     concurrency: int = 1
     concurrency_seconds_per_token: Samples | None = None  # one decode step at `concurrency`
     concurrency_tokens_per_second: float | None = None
+    # How the timed decode steps ran (profiling.decode_path: "static-compiled" on CUDA,
+    # where torchao's quantized kernels get fused; "static" on CPU; "eager" in results
+    # written before), and why when it is not the fastest.
+    decode_path: str = "eager"
+    decode_path_reason: str = ""
     # Quality against the reference (see QUALITY_CONVENTION); None when not meaningful.
     perplexity: float | None = None
     top1_agreement: float | None = None

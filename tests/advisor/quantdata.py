@@ -58,6 +58,7 @@ def quantization_result(**changes: Any) -> QuantizationResult:
             quantized_modules=14, library="torchao 0.18.0",
         ),
         perplexity=12.9, top1_agreement=0.96, kl_divergence=0.0123,
+        decode_path="static", decode_path_reason="on a CPU, compiling costs more than it saves",
         samples=[
             GreedySample(0, "Once upon a time", [1, 2, 3, 4, 5, 6], REFERENCE_TEXT,
                          [1, 2, 3, 7, 8, 9], INT8_TEXT, first_divergence=3),

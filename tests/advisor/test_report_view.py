@@ -139,6 +139,8 @@ def test_a_quantization_result_shows_the_finding_chart_and_a_row_per_variant(bro
     assert 'id="quant-random-banner"' not in html
     settings = html.split('id="quant-settings"')[1].split("</details>")[0]
     assert "torchao 0.18.0" in settings and "<td>lm_head</td>" in settings
+    assert 'title="on a CPU, compiling costs more than it saves"><code>static</code>' in settings
+    assert "<code>eager</code>" in settings  # the reference, as results written before read
 
 
 def test_a_variant_that_does_not_fit_says_so_with_its_reason(browser, demo_result):

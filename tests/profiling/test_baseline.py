@@ -9,9 +9,9 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from profiling import hardware
+from profiling import decode_path, hardware
 from profiling.config import Workload
-from profiling.experiments import baseline, baseline_plan, decode_path
+from profiling.experiments import baseline, baseline_plan
 from profiling.loading import Source, model_info
 from profiling.memory import weights_bytes
 from tests.profiling.tiny import tiny_llama_config
@@ -303,7 +303,7 @@ def test_a_cache_that_cannot_be_cropped_is_copied_before_each_step(
     with torch.inference_mode():
         subject.model(input_ids=baseline.input_ids(subject, 1, 12), cache=cache, use_cache=True)
         one = baseline.input_ids(subject, 1, 1)
-        step, setup = baseline._decode_step(
+        step, setup = decode_path.rolled_back(
             lambda c: subject.model(input_ids=one, cache=c, use_cache=True), cache
         )
         for _ in range(3):

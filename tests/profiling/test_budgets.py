@@ -47,13 +47,14 @@ def quant_plan(prompts: int = 2, repeats: int = 3, eval_tokens: int = 512) -> Qu
 
 def test_a_variant_is_costed_from_its_load_speed_peak_and_quality_passes() -> None:
     # TTFT: 4 runs × max(2 prompts × 10 ms, the 50 ms floor each) = 0.4 s. Decode at
-    # batch 1: 4 × (10 ms fill + 4 steps × 10 ms) = 0.2 s; at batch 4: 4 × (40 ms + 4 × 20 ms)
-    # = 0.48 s; the memory peak one more batch-4 run, 0.12 s. With the 2 s load: 3.2 s.
+    # batch 1: a 10 ms fill, one untimed 10 ms step, 4 steps (40 ms, under the 50 ms
+    # floor) = 0.07 s; at batch 4: 40 ms fill + 20 ms + 4 × 20 ms = 0.14 s; the memory peak
+    # a batch-4 generation, 40 ms + 4 steps × 20 ms = 0.12 s. With the 2 s load: 2.73 s.
     speed_only = quant_budget.variant_seconds(quant_plan(), BASELINE, with_quality=False)
-    assert speed_only == pytest.approx(3.2)
+    assert speed_only == pytest.approx(2.73)
     # Quality: teacher-forced 20 ms, one 512-token window 0.512 s, greedy 20 ms + 2 × 4 × 10 ms.
     with_quality = quant_budget.variant_seconds(quant_plan(), BASELINE, with_quality=True)
-    assert with_quality == pytest.approx(3.2 + 0.02 + 0.512 + 0.1)
+    assert with_quality == pytest.approx(2.73 + 0.02 + 0.512 + 0.1)
     assert quant_budget.estimate(quant_plan(), BASELINE, 3, True) == pytest.approx(3 * with_quality)
     empty = SimpleNamespace(prefill=[], decode=[], phase_seconds={})
     assert quant_budget.estimate(quant_plan(), empty, 3, True) is None
