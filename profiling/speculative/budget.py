@@ -8,7 +8,8 @@ the nearest measured batch and context (prompt + half the new tokens). A
 speculative set run is counted as one plain set run: it makes fewer target
 passes, each over K+1 tokens, plus the draft's. Per batch size the sweep runs
 warm-ups and repeats of the target alone (per point when paired, once when
-not) and of every draft × K, then the best point again (its confirmation).
+not) and of every draft × K, then the best point again, the target's timing
+too, with CONFIRM_FACTOR times the repeats (its confirmation).
 
 With a budget (on CUDA: the sweep's share of the profile's ten minutes, from
 the runner), a plan over it drops K values, largest first while the smallest
@@ -25,8 +26,14 @@ from typing import Any
 from profiling.cost import CHARS_PER_TOKEN, MIN_REPEATS, Costed, step_seconds
 
 __all__ = [
-    "CHARS_PER_TOKEN", "MIN_REPEATS", "Costed", "estimate", "fit", "for_context", "step_seconds",
+    "CHARS_PER_TOKEN", "CONFIRM_FACTOR", "MIN_REPEATS", "Costed", "estimate", "fit",
+    "for_context", "step_seconds",
 ]  # fmt: skip
+
+
+# The confirmation of each batch size's best point, the one timing that decides the
+# recommendation, takes this many times the sweep's repeats, speculative and target alone.
+CONFIRM_FACTOR = 2
 
 
 def estimate(plan: Any, decode: list[Any], drafts: int, paired: bool) -> float | None:
@@ -44,8 +51,9 @@ def estimate(plan: Any, decode: list[Any], drafts: int, paired: bool) -> float |
         if step is None:
             return None
         set_run = math.ceil(len(prompts) / batch) * plan.max_new_tokens * step
-        timings = 2 * (points + 1) if paired else points + 2  # the +1s: the confirmation
-        total += timings * runs_per_timing * set_run
+        sweep = 2 * points if paired else points + 1  # unpaired: the target's once
+        confirmation = 2 * (plan.warmup + CONFIRM_FACTOR * plan.repeats)  # both sides afresh
+        total += (sweep * runs_per_timing + confirmation) * set_run
     return total
 
 

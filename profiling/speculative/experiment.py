@@ -293,18 +293,22 @@ class _Job:
         self, sweeps: list[SweepPoint], lookup: bool, tick: Callable[[str], None]
     ) -> list[SweepPoint]:
         """Each batch size's fastest point timed again: selection and judgement on
-        separate samples, so the best of several noisy points is not a win by luck."""
-        from profiling.speculative.sweep import SetDecoder, batches_of, sweep_point
+        separate samples (the target's own timing too), so the best of several noisy
+        points is not a win by luck; with CONFIRM_FACTOR times the sweep's repeats, since
+        this timing alone decides the recommendation."""
+        from profiling.speculative.sweep import SetDecoder, Timings, batches_of, sweep_point
 
+        sweep = self.timings
+        judge = Timings(sweep.paired, sweep.warmup, sweep.repeats * budget.CONFIRM_FACTOR)
         factories = dict(self.drafters(lookup))
         out = []
         for batch_size in sorted({p.batch_size for p in sweeps}):
             best = max((p for p in sweeps if p.batch_size == batch_size), key=lambda p: p.speedup)
             batches = batches_of(self.prompt_ids, batch_size)
             decoder = SetDecoder(self.target, batches, self.max_new_tokens, self.eos, self.clock)
-            timed, baseline = self.timings.time(decoder, factories[best.draft], best.k)
+            timed, baseline = judge.time(decoder, factories[best.draft], best.k)
             out.append(sweep_point(
-                best.draft, best.k, batch_size, timed, baseline, decoder, self.timings.paired
+                best.draft, best.k, batch_size, timed, baseline, decoder, judge.paired
             ))  # fmt: skip
             tick(f"{best.draft}, K={best.k}, batch {batch_size} again: {out[-1].speedup:.2f}x")
         return out

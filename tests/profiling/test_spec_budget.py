@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from profiling.prompts import PromptSet
 from profiling.runner import PROFILE_BUDGET_S, budget_share
 from profiling.speculative import budget
@@ -21,11 +23,12 @@ def plan(ks: list[int], repeats: int = 5) -> SpeculativePlan:
 def test_the_estimate_counts_every_timed_set_run_from_the_measured_steps() -> None:
     # One set run: batch 1, 4 batches × 32 steps × 10 ms = 1.28 s; batch 8 (one batch
     # of 4 prompts), 32 steps × 20 ms (context 66: nearest measured is 100) = 0.64 s.
-    # Unpaired, 2 drafts × 3 K: 6 points + baseline + confirmation = 8 timings of 6 runs.
+    # Unpaired, 2 drafts × 3 K: 6 points + the baseline = 7 timings of 6 runs; then the
+    # confirmation, both sides afresh with twice the repeats: 2 × (1 + 10) runs.
     unpaired = budget.estimate(plan([1, 2, 4]), DECODE, drafts=2, paired=False)
-    assert unpaired == 8 * 6 * (1.28 + 0.64)
+    assert unpaired == pytest.approx((7 * 6 + 22) * (1.28 + 0.64))
     paired = budget.estimate(plan([1, 2, 4]), DECODE, drafts=2, paired=True)
-    assert paired == 2 * 7 * 6 * (1.28 + 0.64)  # both sides, for every point and again
+    assert paired == pytest.approx((2 * 6 * 6 + 22) * (1.28 + 0.64))  # both sides each point
     assert budget.estimate(plan([1]), [], drafts=1, paired=False) is None
     assert budget.estimate(plan([1]), DECODE, drafts=0, paired=True) == 0.0
 

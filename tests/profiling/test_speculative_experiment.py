@@ -83,15 +83,20 @@ def test_result_has_the_documented_shape_and_round_trips(tiny) -> None:
 
 def test_on_a_gpu_the_target_alone_is_timed_once_per_batch_and_reused(tiny) -> None:
     """Paired (CPU): every point times its own baseline beside it. GPU: one baseline
-    timing per batch size, the same samples behind every draft and K there."""
+    timing per batch size, the same samples behind every draft and K of the sweep. The
+    confirmation times both sides afresh, with twice the sweep's repeats."""
     for device, paired in (("cpu", True), ("cuda", False)):
         result = small_run(tiny, device=device, trace_k=1)
-        points = result.sweeps + result.confirmations
-        assert all(p.paired is paired for p in points)
+        assert all(p.paired is paired for p in result.sweeps + result.confirmations)
         for batch in (1, 2):
-            at = [p for p in points if p.batch_size == batch]
+            at = [p for p in result.sweeps if p.batch_size == batch]
             timings = {id(p.baseline_seconds) for p in at}
             assert len(timings) == (len(at) if paired else 1), (device, batch)
+            again = next(p for p in result.confirmations if p.batch_size == batch)
+            assert id(again.baseline_seconds) not in timings
+            sweep_n = len(at[0].seconds.samples)
+            assert len(again.seconds.samples) == 2 * sweep_n
+            assert len(again.baseline_seconds.samples) == 2 * sweep_n
 
 
 def test_config_only_measures_the_verify_cost_curve_and_says_acceptance_is_meaningless(
