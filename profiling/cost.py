@@ -12,6 +12,7 @@ beside the time the experiment really took (`Profile.planned_seconds`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +26,17 @@ class Costed:
 
     seconds: float
     trimmed: list[str] = field(default_factory=list)
+
+
+def cut_repeats(plan: Any, out: Costed, budget_s: float, cost: Callable[[], float | None]) -> None:
+    """While `out` is over `budget_s`, drop `plan.repeats` one at a time down to
+    MIN_REPEATS, re-costing with `cost`; say once how many are left."""
+    start = plan.repeats
+    while out.seconds > budget_s and plan.repeats > MIN_REPEATS:
+        plan.repeats -= 1
+        out.seconds = cost() or 0.0
+    if plan.repeats < start:
+        out.trimmed.append(f"{plan.repeats} timed repeats")
 
 
 def step_seconds(decode: list[Any], batch: int, context: int) -> float | None:

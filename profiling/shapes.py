@@ -92,14 +92,19 @@ class Shapes:
         head = 0 if self.tie_word_embeddings else self.head_params
         return self.body_params + self.embedding_params + head
 
+    @property
+    def edge_params(self) -> int:
+        """The token embeddings and the LM head (once when tied): what quantized
+        checkpoints keep in 16 bits."""
+        return self.total_params - self.body_params
+
     def weights_bytes(self, dtype: str) -> int:
         """Every weight in `dtype`; a format below 16 bits keeps the embedding and the
         LM head in 16 bits, as quantized checkpoints do."""
         per = DTYPE_BYTES[dtype]
         if per >= 2:
             return math.ceil(self.total_params * per)
-        edges = self.total_params - self.body_params
-        return math.ceil(self.body_params * per + edges * 2)
+        return math.ceil(self.body_params * per + self.edge_params * 2)
 
     def kv_bytes_per_token(self, dtype: str) -> int:
         per_layer = 2 * self.num_key_value_heads * self.head_dim

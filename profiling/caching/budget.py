@@ -10,7 +10,7 @@ baseline's measured prefills and decode steps (`profiling.cost`); a warm
 prefill attends to its cached prefix too, which the per-token rate does not
 see, so the estimate runs a little short at large shares.
 
-With a budget (on CUDA), the plan drops repeats down to MIN_REPEATS, then the
+With a budget (on CUDA), the plan drops repeats down to three, then the
 sweep's shares down to the ends and the middle, then turns down to the quick
 run's, saying what it cut.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.cost import MIN_REPEATS, Costed, prefill_seconds, step_seconds
+from profiling.cost import Costed, cut_repeats, prefill_seconds, step_seconds
 
 
 def estimate(plan: Any, profile: Any, extra_points: int) -> float | None:
@@ -53,26 +53,23 @@ def fit(plan: Any, profile: Any, extra_points: int, budget_s: float, quick_turns
     """Cut `plan` (in place) until its estimate fits `budget_s`, saying what was cut;
     `quick_turns`: the quick run's turns, the fewest it cuts to."""
 
-    def cost() -> float:
-        return estimate(plan, profile, extra_points) or 0.0
+    def cost() -> float | None:
+        return estimate(plan, profile, extra_points)
 
-    if estimate(plan, profile, extra_points) is None:
+    first = cost()
+    if first is None:
         return Costed(0.0, ["no prefill or decode measured to cost the sweep from"])
-    out, repeats = Costed(cost()), plan.repeats
-    while out.seconds > budget_s and plan.repeats > MIN_REPEATS:
-        plan.repeats -= 1
-        out.seconds = cost()
-    if plan.repeats < repeats:
-        out.trimmed.append(f"{plan.repeats} timed repeats")
+    out = Costed(first)
+    cut_repeats(plan, out, budget_s, cost)
     shares = sorted(plan.shares)
     if out.seconds > budget_s and len(shares) > 3:
         plan.shares = [shares[0], shares[len(shares) // 2], shares[-1]]
         out.trimmed.append("prefix shares " + ", ".join(f"{s:.0%}" for s in plan.shares))
-        out.seconds = cost()
+        out.seconds = cost() or 0.0
     if out.seconds > budget_s and plan.turns > quick_turns:
         plan.turns = quick_turns
         out.trimmed.append(f"{quick_turns} conversation turns")
-        out.seconds = cost()
+        out.seconds = cost() or 0.0
     return out
 
 

@@ -334,10 +334,10 @@ def _add_sample_ttft(
 
 def run_for_context(context: Any) -> CachingResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
-    loaded, config = context.loaded, context.config
     from profiling.caching import budget
     from profiling.cost import record
 
+    loaded, config = context.loaded, context.config
     plan = make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)
     extra = int(bool(config.workload.shared_prefix_tokens)) + int(bool(config.prompt_sample))
     quick = make_plan(config.workload, True, loaded.info.max_position_embeddings)

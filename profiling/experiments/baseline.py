@@ -213,26 +213,7 @@ def decode_point_from(
     bytes_per_step = float(subject.weights_bytes + subject.kv_bytes_per_token * batch * context)
     achieved = bytes_per_step / seconds.median
     peak = subject.gpu.memory_bandwidth_bytes_per_second if subject.gpu else None
-    point = _decode_point(subject, batch, context, seconds, bytes_per_step, achieved, peak)
-    if params is not None:
-        flops = decode_flops(subject.info, *params, batch, context)
-        point.flops_per_step = flops
-        point.achieved_flops_per_second = flops / seconds.median
-        peak_flops = subject.gpu.peak_flops(subject.dtype) if subject.gpu else None
-        point.fraction_of_peak_flops = _fraction(flops / seconds.median, peak_flops)
-    return point
-
-
-def _decode_point(
-    subject: Subject,
-    batch: int,
-    context: int,
-    seconds: Samples,
-    bytes_per_step: float,
-    achieved: float,
-    peak: float | None,
-) -> DecodePoint:
-    return DecodePoint(
+    point = DecodePoint(
         batch_size=batch,
         context_tokens=context,
         seconds_per_token=seconds,
@@ -243,6 +224,13 @@ def _decode_point(
         fraction_of_peak=_fraction(achieved, peak),
         fraction_of_copy=_fraction(achieved, subject.copy_bandwidth),
     )
+    if params is not None:
+        flops = decode_flops(subject.info, *params, batch, context)
+        point.flops_per_step = flops
+        point.achieved_flops_per_second = flops / seconds.median
+        peak_flops = subject.gpu.peak_flops(subject.dtype) if subject.gpu else None
+        point.fraction_of_peak_flops = _fraction(flops / seconds.median, peak_flops)
+    return point
 
 
 def _free_device_memory(device: str) -> None:

@@ -59,6 +59,7 @@ QUICK = {"batch": 4, "prefill": 256, "context": 256, "tp_prompt": 64, "tp_batch"
 FULL = {"batch": 32, "prefill": 4096, "context": 4096, "tp_prompt": 256, "tp_batch": 8}
 TP_TIMEOUT_S = {True: 300.0, False: 900.0}  # quick, full
 TP_REPEATS = {True: 5, False: 10}
+INTERFERENCE_WARMUP = {True: 1, False: 2}
 INTERFERENCE_REPEATS = {True: 5, False: 10}
 PLAN_AGREEMENT = 0.02  # measured per-rank shards within 2 % of the TP plan
 
@@ -105,19 +106,31 @@ def run_for_context(context: Any) -> ParallelResult:
 
 def _work_plan(context: Any, tp_size: int) -> budget.WorkPlan:
     config = context.config
-    quick, workload = config.quick, config.workload
-    sizes = interference_sizes(workload, quick, context.profile.model.max_position_embeddings)
-    tp = QUICK if quick else FULL
+    quick = config.quick
+    sizes = interference_sizes(
+        config.workload, quick, context.profile.model.max_position_embeddings
+    )
+    prompt, batch, context_tokens = _tp_sizes(config)
     return budget.WorkPlan(
         decode_batch=sizes.decode_batch,
         decode_context=sizes.decode_context,
         prefill_tokens=sizes.prefill_tokens,
-        samples=(1 if quick else 2) + INTERFERENCE_REPEATS[quick],
+        samples=INTERFERENCE_WARMUP[quick] + INTERFERENCE_REPEATS[quick],
         tp_size=tp_size,
-        tp_prompt=min(workload.prompt_tokens, tp["tp_prompt"]),
-        tp_batch=min(workload.concurrency, tp["tp_batch"]),
-        tp_context=min(workload.context_tokens, tp["tp_prompt"]),
-        tp_samples=1 + TP_REPEATS[quick],
+        tp_prompt=prompt,
+        tp_batch=batch,
+        tp_context=context_tokens,
+        tp_samples=1 + TP_REPEATS[quick],  # launch.TPRequest's one warm-up
+    )
+
+
+def _tp_sizes(config: Any) -> tuple[int, int, int]:
+    """The measured TP run's (prompt tokens, decode batch, decode context)."""
+    sizes, workload = QUICK if config.quick else FULL, config.workload
+    return (
+        min(workload.prompt_tokens, sizes["tp_prompt"]),
+        min(workload.concurrency, sizes["tp_batch"]),
+        min(workload.context_tokens, sizes["tp_prompt"]),
     )
 
 
@@ -238,17 +251,16 @@ def _launch(context: Any, tp_size: int) -> MeasuredTP:
     from profiling.parallel.launch import TPRequest, run_tp
 
     config, quick = context.config, context.config.quick
-    sizes = QUICK if quick else FULL
-    workload = config.workload
+    prompt, batch, context_tokens = _tp_sizes(config)
     with _model_dir(context.loaded) as path:
         request = TPRequest(
             model_path=str(path),
             tp_size=tp_size,
             device="cuda" if context.device.startswith("cuda") else "cpu",
             dtype=context.dtype,
-            prompt_tokens=min(workload.prompt_tokens, sizes["tp_prompt"]),
-            decode_batch=min(workload.concurrency, sizes["tp_batch"]),
-            decode_context=min(workload.context_tokens, sizes["tp_prompt"]),
+            prompt_tokens=prompt,
+            decode_batch=batch,
+            decode_context=context_tokens,
             repeats=TP_REPEATS[quick],
             seed=config.seed,
         )
@@ -302,7 +314,7 @@ def _disaggregation(context: Any, gpu: Any, progress: Any) -> Any:
         prefill_tokens=sizes.prefill_tokens,
         device=context.device,
         clock=context.clock,
-        warmup=1 if config.quick else 2,
+        warmup=INTERFERENCE_WARMUP[config.quick],
         repeats=INTERFERENCE_REPEATS[config.quick],
         seed=config.seed,
         on_sample=lambda i, n: progress(PHASE, i / n, message),

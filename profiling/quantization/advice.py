@@ -228,5 +228,4 @@ def int8_weights_bytes(facts: Facts, per_param: float) -> int:
     shapes = facts.shapes
     if shapes is None:
         return int(facts.weights_bytes / per_param)
-    edges = shapes.total_params - shapes.body_params
-    return int(shapes.body_params + edges * per_param)
+    return int(shapes.body_params + shapes.edge_params * per_param)

@@ -12,7 +12,7 @@ reference's kernels, so a variant that is slower or faster here moves the
 real figure away from the estimate, which the result keeps beside it.
 
 With a budget (on CUDA: the experiment's share of the profile's ten minutes),
-the plan drops repeats down to MIN_REPEATS, then evaluation text down to the
+the plan drops repeats down to three, then evaluation text down to the
 quick run's, then prompts down to the quick run's, saying what it cut.
 """
 
@@ -23,8 +23,8 @@ from typing import Any
 
 from profiling.cost import (
     CHARS_PER_TOKEN,
-    MIN_REPEATS,
     Costed,
+    cut_repeats,
     load_seconds,
     prefill_seconds,
     step_seconds,
@@ -85,12 +85,8 @@ def fit(
     first = cost()
     if first is None:
         return Costed(0.0, ["no prefill or decode measured to cost the variants from"])
-    out, repeats = Costed(first), plan.repeats
-    while out.seconds > budget_s and plan.repeats > MIN_REPEATS:
-        plan.repeats -= 1
-        out.seconds = cost() or 0.0
-    if plan.repeats < repeats:
-        out.trimmed.append(f"{plan.repeats} timed repeats")
+    out = Costed(first)
+    cut_repeats(plan, out, budget_s, cost)
     if out.seconds > budget_s and plan.eval_tokens > quick.eval_tokens:
         plan.eval_tokens = quick.eval_tokens
         out.trimmed.append(f"{quick.eval_tokens} tokens of evaluation text")

@@ -222,12 +222,8 @@ def runnable_specs(context: Any, plan: QuantPlan) -> list[Spec]:
     loaded = context.loaded
     request = Request(context.config, context.device, context.dtype,
                       config_only=loaded.info.config_only, tokenizer=loaded.tokenizer)  # fmt: skip
-    methods = {spec.precision: METHODS[spec.precision] for spec in variant_specs(plan)}
-    return [
-        spec
-        for spec in variant_specs(plan)
-        if not methods[spec.precision].unavailable(spec.precision, request)
-    ]
+    specs = variant_specs(plan)
+    return [s for s in specs if not METHODS[s.precision].unavailable(s.precision, request)]
 
 
 def run_for_context(context: Any) -> QuantizationResult:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from profiling.cost import CHARS_PER_TOKEN, MIN_REPEATS, Costed, step_seconds
+from profiling.cost import CHARS_PER_TOKEN, MIN_REPEATS, Costed, cut_repeats, step_seconds
 
 __all__ = [
     "CHARS_PER_TOKEN", "CONFIRM_FACTOR", "MIN_REPEATS", "Costed", "estimate", "fit",
@@ -59,26 +59,23 @@ def estimate(plan: Any, decode: list[Any], drafts: int, paired: bool) -> float |
 
 def fit(plan: Any, decode: list[Any], drafts: int, paired: bool, budget_s: float) -> Costed:
     """Cut `plan` (in place) until its estimate fits `budget_s`, saying what was cut."""
-    cost = estimate(plan, decode, drafts, paired)
-    if cost is None:
+
+    def cost() -> float | None:
+        return estimate(plan, decode, drafts, paired)
+
+    first = cost()
+    if first is None:
         return Costed(0.0, ["no decode step measured to cost the sweep from"])
-    out = Costed(cost)
+    out = Costed(first)
     ks = sorted(plan.ks)
     keep = {ks[0], ks[len(ks) // 2]} if ks else set()  # the smallest and the middle K
-    while cost > budget_s and len(ks) > len(keep):
+    while out.seconds > budget_s and len(ks) > len(keep):
         dropped = max(k for k in ks if k not in keep)
         ks.remove(dropped)
         plan.ks = ks
         out.trimmed.append(f"K={dropped} left out")
-        cost = estimate(plan, decode, drafts, paired) or 0.0
-    while cost > budget_s and plan.repeats > MIN_REPEATS:
-        plan.repeats -= 1
-        cost = estimate(plan, decode, drafts, paired) or 0.0
-        out.trimmed.append(f"{plan.repeats} timed repeats")
-    if out.trimmed and out.trimmed[-1].endswith("repeats"):
-        repeats = out.trimmed[-1]
-        out.trimmed = [t for t in out.trimmed if not t.endswith("repeats")] + [repeats]
-    out.seconds = cost
+        out.seconds = cost() or 0.0
+    cut_repeats(plan, out, budget_s, cost)
     return out
 
 
