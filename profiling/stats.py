@@ -30,6 +30,7 @@ import random
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
 from profiling.results import percentile
 
@@ -148,3 +149,16 @@ def _t_interval(
     repeats = min(len(top), len(bottom))
     half = T_95[repeats - 1] * error
     return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half), level, repeats)
+
+
+def rerun_misses(low: float, high: float, bar: float, level: float = LEVEL) -> float:
+    """The chance that a rerun's interval would reach below `bar`, for an effect whose
+    interval [low, high] clears it: the interval read as normal on the log scale
+    (σ from its width), the rerun's centre drawn around this one's with the
+    uncertainty of both (√2 σ). 0.5 when the low end sits on the bar, falling as it
+    clears the bar by more than the noise."""
+    if low <= 0 or high <= low:
+        return 0.0 if low >= bar else 1.0
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    sigma = (math.log(high) - math.log(low)) / (2 * z)
+    return NormalDist().cdf(-math.log(low / bar) / (math.sqrt(2) * sigma))

@@ -18,6 +18,7 @@ from typing import Any
 
 from profiling.advice.bottleneck import classify, label, prompt_reuse
 from profiling.advice.missing import missing
+from profiling.advice.stability import close_call, near_the_bar
 from profiling.advice_results import (
     CALIBRATED,
     ESTIMATED,
@@ -80,7 +81,7 @@ def advise(
             bucket = recommendations if isinstance(outcome, Recommendation) else refused
             bucket.append(outcome)  # type: ignore[arg-type]
     recommendations = rank(recommendations, bottleneck)
-    notes = [note] if (note := close_call(recommendations)) else []
+    notes = [n for n in (close_call(recommendations), near_the_bar(recommendations)) if n]
     reason = why(bottleneck, facts, ran)
     agrees, note = agreement(facts, bottleneck, reason)
     if by_engine and engine is not None:
@@ -169,24 +170,6 @@ def rank(recommendations: list[Recommendation], bottleneck: str) -> list[Recomme
     no repeats and no quality check behind it); then the larger expected gain."""
     return sorted(
         recommendations, key=lambda r: (r.serves != bottleneck, r.basis != MEASURED, -r.gain)
-    )
-
-
-def close_call(recommendations: list[Recommendation]) -> str:
-    """A note when the first two measured recommendations' gains lie inside each other's
-    interval: the order between them is not something these repeats can tell."""
-    first, second = (recommendations + [None, None])[:2]
-    if first is None or second is None or first.serves != second.serves:
-        return ""
-    intervals = [(r.gain_low, r.gain_high) for r in (first, second)]
-    if any(low is None or high is None for low, high in intervals):
-        return ""
-    (low_1, _), (_, high_2) = intervals
-    if high_2 < low_1:
-        return ""
-    return (
-        f"{first.technique} ({first.gain:.2f}×) and {second.technique} ({second.gain:.2f}×) "
-        "are too close to call: their intervals overlap, so either may come first on a rerun"
     )
 
 

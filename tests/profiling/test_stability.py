@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.advice.stability import answers, stability_rate
+from profiling.advice.stability import answers, near_the_bar, stability_rate
 from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
@@ -16,6 +16,7 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.config import ProfileConfig
+from profiling.stats import rerun_misses
 
 RUNS = 5
 
@@ -69,3 +70,28 @@ def test_a_measured_win_the_other_runs_lack_is_unstable_unless_they_say_why():
     found = [advice_with("speculative") for _ in range(4)]
     assert stability_rate([*found, advice_with(inconclusive="speculative")]) == 1.0
     assert stability_rate([*found, advice_with()]) == 0.8  # silent about the usual answer
+
+
+def test_a_rerun_misses_half_the_time_on_the_bar_and_rarely_well_clear_of_it():
+    assert rerun_misses(1.05, 1.25, 1.05) == pytest.approx(0.5)
+    near, clear = rerun_misses(1.07, 1.25, 1.05), rerun_misses(1.30, 1.50, 1.05)
+    assert 0.1 < near < 0.5 and clear < 0.001
+    assert rerun_misses(1.07, 1.10, 1.05) < rerun_misses(1.07, 1.40, 1.05)  # noisier, likelier
+
+
+def win(low: float, high: float) -> Recommendation:
+    gain = (low * high) ** 0.5
+    return Recommendation("speculative", "K=2", ExpectedEffect("", []), [], [], MEASURED,
+                          "generation", gain, gain_low=low, gain_high=high)  # fmt: skip
+
+
+def test_a_win_clearing_the_bar_by_less_than_its_noise_says_a_rerun_may_differ():
+    note = near_the_bar([win(1.06, 1.30)])
+    assert "a rerun would call it inconclusive about 4" in note, note
+    assert near_the_bar([win(1.30, 1.45)]) == ""
+    lucky = advice_with()
+    lucky.recommendations.insert(0, win(1.06, 1.30))
+    quiet = [advice_with(inconclusive="speculative") for _ in range(4)]
+    assert stability_rate([*quiet, lucky]) == 0.8  # silent about its luck
+    lucky.notes.append(note)
+    assert stability_rate([*quiet, lucky]) == 1.0
