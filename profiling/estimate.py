@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from profiling import serde
 from profiling.hardware import GPU
-from profiling.memory import usable_bytes
+from profiling.memory import activation_bytes, usable_bytes
 from profiling.precision import PRECISIONS, kv_format, weights_format
 from profiling.rate_fit import Point, best_fit
 from profiling.results import DecodePoint, Environment, PrefillPoint
@@ -329,7 +329,7 @@ def project(
     static_step = step.seconds(concurrency, concurrency * (prompt_tokens + output_tokens // 2))
     fits, capacity = None, None
     if gpu is not None:
-        usable = usable_bytes(gpu.memory_bytes)
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, gpu_count))
         fits = weights + kv <= usable * gpu_count  # the fit check's
         capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, usable)
     notes, served = [], None

@@ -79,8 +79,9 @@ class Facts:
         """The fit check again with other weights (a quantized variant's)."""
         if self.gpu is None:
             return None
+        peak = memory.activation_bytes(self.shapes, self.dtype, self.gpu_count)
         return memory.fit_check(
-            weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu, self.gpu_count
+            weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu, self.gpu_count, peak
         )
 
     @classmethod
@@ -95,7 +96,9 @@ class Facts:
     ) -> Facts:
         """Facts of an analytic estimate: no experiment ran, every figure is derived."""
         weights, kv_token = projection.weights_bytes, projection.kv_cache_bytes_per_token
-        fit = memory.fit_check(weights, kv_token, workload, gpu, projection.gpu_count)
+        count = projection.gpu_count
+        peak = memory.activation_bytes(shapes, projection.dtype, count)
+        fit = memory.fit_check(weights, kv_token, workload, gpu, count, peak)
         decode_seconds = projection.tpot_seconds * max(workload.output_tokens - 1, 0)
         total = projection.ttft_seconds + decode_seconds
         # A request's time splits three ways: waiting to be scheduled (zero without a

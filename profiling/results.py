@@ -133,6 +133,7 @@ class FitCheck:
     headroom_bytes: int
     max_concurrency: int  # most requests of this context that fit
     note: str = ""
+    activation_bytes: int = 0  # over all GPUs: the largest prefill chunk's peak (estimated)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from profiling.profile import Profile
 from profiling.progress import Progress, no_progress, span
 from profiling.resident import set_aside
 from profiling.results import FitCheck, MemoryResult
+from profiling.shapes import shapes_or_none
 from profiling.techniques import BY_NAME
 from profiling.techniques import experiment as get_experiment
 from profiling.timing import Clock
@@ -130,12 +131,12 @@ def _run(
     base = baseline.run_baseline(subject, plan, clock, span(progress, *spans["baseline"]))
     phases.done("baseline")
 
-    fit_gpu = target_gpu or local_gpu
-    fit = (
-        memory.fit_check(weights, kv_measured, config.workload, fit_gpu, config.hardware.gpu_count)
-        if fit_gpu
-        else None
-    )
+    fit_gpu, count = target_gpu or local_gpu, config.hardware.gpu_count
+    fit = None
+    if fit_gpu:
+        shapes = shapes_or_none(loaded.model.config.to_dict())
+        peak = memory.activation_bytes(shapes, dtype, count)
+        fit = memory.fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak)
     profile = Profile(
         config=config,
         model=loaded.info,

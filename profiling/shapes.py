@@ -110,6 +110,25 @@ class Shapes:
         per_layer = 2 * self.num_key_value_heads * self.head_dim
         return math.ceil(self.num_layers * per_layer * DTYPE_BYTES[dtype])
 
+    def prefill_activation_bytes(self, dtype: str, tokens: int, rows: int, devices: int = 1) -> int:
+        """The activation peak of one forward over `tokens` prompt tokens from `rows`
+        sequences, per tensor-parallel shard of `devices` (estimated: the textbook
+        tensors, in the 16-bit `dtype` activations of any weight format): the residual
+        stream and its normed copy, whole on every shard; the larger of attention's
+        projections (q, k, v, the output) and the MLP's (gate and up, their product;
+        each token's routed copies in a mixture), split over the shards; and the
+        float32 logits of the `rows` sampled positions, gathered whole."""
+        q = self.num_attention_heads * self.head_dim
+        attention = 2 * q + 2 * self.num_key_value_heads * self.head_dim
+        if self.num_experts:
+            k = self.experts_per_token
+            mlp = k * (3 * self.moe_intermediate_size + self.hidden_size)
+        else:
+            mlp = 3 * self.intermediate_size
+        per_token = 2 * self.hidden_size + max(attention, mlp) / max(1, devices)
+        logits = rows * self.vocab_size * 4
+        return math.ceil(tokens * per_token * DTYPE_BYTES[dtype] + logits)
+
     def prefill_flops(self, tokens: int, batch: int) -> float:
         """As the baseline counts them: body once per token, LM head for the last token."""
         return batch * self.chunk_flops(tokens, 0)
@@ -149,3 +168,11 @@ class Shapes:
             unread = self.num_experts - self.experts_touched(batch)
             weights -= self.num_layers * unread * per_expert
         return weights
+
+
+def shapes_or_none(model_config: dict[str, Any]) -> Shapes | None:
+    """The model's `Shapes`, or None where its config lacks what they read."""
+    try:
+        return Shapes.from_config(model_config)
+    except (KeyError, ValueError, TypeError):
+        return None

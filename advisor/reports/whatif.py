@@ -14,7 +14,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling import hardware, memory
+from profiling import hardware
 from profiling.advice.build import advise
 from profiling.advice_results import Advice
 from profiling.config import Workload
@@ -148,11 +148,9 @@ def run(profile: Profile, s: Scenario) -> Outcome:
                          ttft_ms=workload.ttft_ms, tpot_ms=workload.tpot_ms)  # fmt: skip
     fit, advice = None, None
     if gpu is not None:
-        kv_token = projection.kv_cache_bytes_per_token
-        fit = memory.fit_check(projection.weights_bytes, kv_token, workload, gpu, s.gpu_count)
         stated = profile.config.stated_bottleneck
         facts = Facts.from_projection(projection, shapes, calibration, workload, gpu, stated)
-        advice = advise(facts)
+        fit, advice = facts.fit, advise(facts)
     env = profile.environment
     name = (env.device_name or env.device) if on_worker or gpu is None else gpu.key
     notes = [f"shapes: {shapes_note}", *projection.notes, *_caveats(profile, s, gpu, on_worker)]

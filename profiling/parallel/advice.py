@@ -16,7 +16,7 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.facts import Facts
-from profiling.memory import usable_bytes
+from profiling.memory import activation_bytes, usable_bytes
 from profiling.parallel import split_serving
 from profiling.parallel.layout_advice import layout_advice
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
@@ -112,10 +112,10 @@ def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
     gpu, shapes = facts.gpu, facts.shapes
     if gpu is None:
         return []
-    usable = usable_bytes(gpu.memory_bytes)
     kv = facts.kv_bytes_per_token * facts.workload.concurrency * facts.workload.context_tokens
     kv_heads = shapes.num_key_value_heads if shapes else max(TP_SIZES)
     for tp in TP_SIZES:
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, facts.dtype, tp))
         per_device = facts.weights_bytes / tp + kv / min(tp, kv_heads)
         if per_device <= usable:
             break
@@ -152,15 +152,16 @@ def _bigger_gpu(facts: Facts, needed: float) -> str:
     gpu, count = facts.gpu, facts.gpu_count
     if gpu is None:
         return ""
+    peak = activation_bytes(facts.shapes, facts.dtype, count)
     roomier = [g for g in hardware.catalog().values()
                if g.vendor == gpu.vendor and g.memory_bytes > gpu.memory_bytes
-               and usable_bytes(g.memory_bytes) * count >= needed]  # fmt: skip
+               and usable_bytes(g.memory_bytes, peak) * count >= needed]  # fmt: skip
     if not roomier:
         return ""
     g = min(roomier, key=lambda g: g.memory_bytes)
     return (
         f"or a bigger GPU: {count}× {g.label} holds it ({size(needed)} of "
-        f"{size(usable_bytes(g.memory_bytes) * count)} usable)"
+        f"{size(usable_bytes(g.memory_bytes, peak) * count)} usable)"
     )
 
 
@@ -270,7 +271,7 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
     step = StepModel(facts.shapes, facts.calibration, dtype, "", count, gpu)
     capacity = None
     if gpu is not None:
-        usable = usable_bytes(gpu.memory_bytes)
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(facts.shapes, dtype, count))
         capacity = kv_capacity_tokens(facts.shapes, dtype, "", gpu, count, usable)
         if capacity < work.context_tokens:
             return []  # it does not fit: the capacity rules speak first

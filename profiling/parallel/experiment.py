@@ -52,6 +52,7 @@ from profiling.parallel.results import (
     PlanInputs,
 )
 from profiling.resident import set_aside
+from profiling.shapes import shapes_or_none
 from profiling.units import size
 
 PHASE = "parallel"
@@ -146,6 +147,8 @@ def _shape(model: Any, kv_bytes_per_token: int) -> plans.ModelShape:
         kv_heads=getattr(text, "num_key_value_heads", None) or heads,
         kv_bytes_per_token=kv_bytes_per_token,
         kv_split_by_heads=not getattr(text, "kv_lora_rank", None),
+        shapes=shapes_or_none(model.config.to_dict()),
+        dtype=str(model.dtype).removeprefix("torch."),
     )
 
 

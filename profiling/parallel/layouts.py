@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from profiling.config import Workload
 from profiling.estimate import Calibration
 from profiling.hardware import GPU
-from profiling.memory import usable_bytes
+from profiling.memory import activation_bytes, usable_bytes
 from profiling.serving import Served, simulate
 from profiling.shapes import Shapes
 from profiling.step_time import (
@@ -111,7 +111,8 @@ def _serve(
     layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU
 ) -> Layout:
     devices = layout.tp * layout.pp
-    capacity = kv_capacity_tokens(shapes, dtype, "", gpu, devices, usable_bytes(gpu.memory_bytes))
+    usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, layout.tp))
+    capacity = kv_capacity_tokens(shapes, dtype, "", gpu, devices, usable)
     if capacity is None or capacity < w.context_tokens * layout.users:
         return layout  # its users' KV caches do not fit beside the weights
     # The pp stages hold pp groups of users in flight, one group per stage: each group

@@ -18,19 +18,26 @@ the embeddings sit on the first stage, the LM head on the last (a tied
 embedding is held by both), and the largest stage is the one reported.
 
 A device fits a plan when weights + KV for concurrency × context stay within
-its memory minus the reserve `profiling.memory.fit_check` holds back for
-activations and the runtime (10 % + 1 GiB per GPU).
+its memory minus the reserve `profiling.memory.fit_check` holds back for the
+runtime (10 % + 1 GiB per GPU) and the activations of the largest prefill chunk.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from profiling.memory import RESERVE_FIXED_BYTES, RESERVE_SHARE, usable_bytes
+from profiling.memory import (
+    MAX_BATCHED_TOKENS,
+    RESERVE_FIXED_BYTES,
+    RESERVE_SHARE,
+    activation_bytes,
+    usable_bytes,
+)
 from profiling.parallel.results import ParallelPlan
+from profiling.shapes import Shapes
 from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)
@@ -41,8 +48,10 @@ _KV_PROJ = ("k_proj", "v_proj", ".key.", ".value.")
 _ROW_SPLIT = ("o_proj", "down_proj", "out_proj", "c_proj", "dense_4h_to_h", "w2")
 _SPLIT = ("attn", "attention", "mlp", "feed_forward", "ffn", "experts")
 RESERVE_NOTE = (
-    f"each device keeps {RESERVE_SHARE:.0%} of its memory plus {size(RESERVE_FIXED_BYTES)} "
-    "for activations, CUDA context and the serving runtime, as the profile's fit check does"
+    f"each device keeps {RESERVE_SHARE:.0%} of its memory (the serving engine's headroom), "
+    f"{size(RESERVE_FIXED_BYTES)} for the CUDA context and runtime, and the activation peak "
+    f"of a {MAX_BATCHED_TOKENS:,}-token prefill chunk at its TP degree, as the profile's fit "
+    "check does"
 )
 
 
@@ -71,6 +80,8 @@ class ModelShape:
     kv_bytes_per_token: int
     kv_split_by_heads: bool = True
     tied: bool = False
+    # Per TP degree, each device's activation peak (`profiling.memory.activation_bytes`).
+    activations: dict[int, int] = field(default_factory=dict)
 
     @property
     def weights_bytes(self) -> int:
@@ -118,6 +129,8 @@ def shape_of(
     kv_heads: int,
     kv_bytes_per_token: int,
     kv_split_by_heads: bool = True,
+    shapes: Shapes | None = None,
+    dtype: str = "bfloat16",
 ) -> ModelShape:
     """Sort parameter bytes into per-layer split / kv / replicated and the rest."""
     layers: dict[int, LayerBytes] = {}
@@ -142,6 +155,7 @@ def shape_of(
         attention_heads=attention_heads,
         kv_heads=kv_heads,
         kv_bytes_per_token=kv_bytes_per_token,
+        activations={tp: activation_bytes(shapes, dtype, tp) for tp in TP_SIZES},
         kv_split_by_heads=kv_split_by_heads,
         tied=not any(p.role == "head" for p in params),
     )
@@ -161,9 +175,9 @@ def stage_sizes(layers: int, pp: int) -> list[int]:
     return [layers // stages + (1 if i < layers % stages else 0) for i in range(stages)]
 
 
-def available_bytes(device_memory_bytes: int | None) -> int | None:
-    """Device memory less the activation/runtime reserve of the fit check."""
-    return None if device_memory_bytes is None else usable_bytes(device_memory_bytes)
+def available_bytes(device_memory_bytes: int | None, activations: int) -> int | None:
+    """Device memory less the runtime reserve and `activations`, as the fit check's."""
+    return None if device_memory_bytes is None else usable_bytes(device_memory_bytes, activations)
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -205,7 +219,7 @@ def plan(
     total, weights, count = max(stages)
     kept = kv_heads_per_device(shape.kv_heads, tp)
     valid, notes = _validity(shape, tp, pp, layers)
-    available = available_bytes(device_memory_bytes)
+    available = available_bytes(device_memory_bytes, shape.activations.get(tp, 0))
     return ParallelPlan(
         tp=tp,
         pp=pp,

@@ -58,7 +58,9 @@ def set_weights(data: dict[str, Any], weights_bytes: int, gpus: int = 1) -> None
     """Pretend the model's weights are `weights_bytes`; the fit check is redone."""
     workload = Workload(**data["config"]["workload"])
     kv = data["memory"]["kv_cache_bytes_per_token"]
-    fit = memory.fit_check(weights_bytes, kv, workload, hardware.lookup("H100"), gpus)
+    shapes = Shapes(**data["model"]["shapes"]) if data["model"].get("shapes") else None
+    peak = memory.activation_bytes(shapes, data["environment"]["dtype"], gpus)
+    fit = memory.fit_check(weights_bytes, kv, workload, hardware.lookup("H100"), gpus, peak)
     data["memory"].update(weights_bytes=weights_bytes, fit=serde.to_dict(fit))
     data["config"]["hardware"]["gpu_count"] = gpus
 

@@ -8,14 +8,20 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from profiling import hardware
 from profiling.config import Workload
+from profiling.estimate import assumed, project, shipped_configs
+from profiling.facts import Facts
 from profiling.memory import (
     RESERVE_FIXED_BYTES,
     PeakMemory,
+    activation_bytes,
     fit_check,
     kv_bytes_per_token_computed,
     kv_bytes_per_token_measured,
+    usable_bytes,
     weights_bytes,
 )
+from profiling.shapes import Shapes
+from profiling.units import GIB
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -96,23 +102,61 @@ def test_cpu_peak_tracker_sees_a_large_allocation() -> None:
 def test_fit_check_counts_kv_for_every_request_and_keeps_a_reserve() -> None:
     gpu = hardware.lookup("h100")
     workload = Workload(prompt_tokens=1000, output_tokens=24, concurrency=10)
-    fit = fit_check(10_000_000_000, 100_000, workload, gpu, gpu_count=1)
+    fit = fit_check(10_000_000_000, 100_000, workload, gpu, gpu_count=1, activations=GIB // 2)
     assert fit.kv_cache_bytes == 100_000 * 1024 * 10
     assert fit.required_bytes == 10_000_000_000 + fit.kv_cache_bytes
-    reserve = int(0.1 * gpu.memory_bytes) + RESERVE_FIXED_BYTES
+    reserve = int(0.1 * gpu.memory_bytes) + RESERVE_FIXED_BYTES + GIB // 2
     assert fit.available_bytes == gpu.memory_bytes - reserve
+    assert fit.activation_bytes == GIB // 2
     assert fit.fits and fit.headroom_bytes == fit.available_bytes - fit.required_bytes
     assert fit.max_concurrency == (fit.available_bytes - 10_000_000_000) // (100_000 * 1024)
     assert "10%" in fit.note and "1.00 GiB" in fit.note
+    assert "512 MiB for the activations" in fit.note
 
 
 def test_fit_check_reports_a_model_too_big_for_the_gpu() -> None:
-    fit = fit_check(100_000_000_000, 1, Workload(), hardware.lookup("l4"), gpu_count=1)
+    fit = fit_check(100_000_000_000, 1, Workload(), hardware.lookup("l4"), 1, activations=0)
     assert not fit.fits and fit.headroom_bytes < 0 and fit.max_concurrency == 0
 
 
 def test_fit_check_adds_up_several_gpus() -> None:
-    one = fit_check(1, 1, Workload(), hardware.lookup("h100"), gpu_count=1)
-    four = fit_check(1, 1, Workload(), hardware.lookup("h100"), gpu_count=4)
+    one = fit_check(1, 1, Workload(), hardware.lookup("h100"), gpu_count=1, activations=GIB)
+    four = fit_check(1, 1, Workload(), hardware.lookup("h100"), gpu_count=4, activations=GIB)
     assert four.device_memory_bytes == 4 * one.device_memory_bytes
     assert four.available_bytes == 4 * one.available_bytes
+
+
+def test_the_activation_peak_is_the_largest_prefill_chunk_on_each_shard() -> None:
+    configs = shipped_configs()
+    llama = Shapes.from_config(configs["llama-3.1-8b"])
+    logits = 256 * 128256 * 4  # the sampled rows' float32 logits, gathered whole
+    # 8,192 tokens × (the residual and its normed copy + gate, up and their product) × 2 bytes
+    one = activation_bytes(llama, "bfloat16", 1)
+    assert one == 8192 * (2 * 4096 + 3 * 14336) * 2 + logits
+    assert activation_bytes(llama, "bfloat16", 2) == 8192 * (2 * 4096 + 3 * 14336 / 2) * 2 + logits
+    assert activation_bytes(llama, "int8", 1) == one  # a weight format keeps 16-bit activations
+    assert activation_bytes(llama, "float32", 1) == 2 * (one - logits) + logits
+    assert activation_bytes(None, "bfloat16", 1) == 0
+    mixtral = Shapes.from_config(configs["mixtral-8x7b"])  # two routed copies of each token
+    assert activation_bytes(mixtral, "bfloat16", 1) == (
+        8192 * (2 * 4096 + 2 * (3 * 14336 + 4096)) * 2 + 256 * 32000 * 4
+    )
+
+
+def test_the_fit_check_and_the_estimate_hold_back_the_same_activations() -> None:
+    llama = Shapes.from_config(shipped_configs()["llama-3.1-70b"])
+    gpu = hardware.lookup("H100")
+    peak = activation_bytes(llama, "bfloat16", 2)
+    workload = Workload(prompt_tokens=2000, output_tokens=200, concurrency=1)
+    kv = llama.kv_bytes_per_token("bfloat16")
+    # Weights that leave room for one request's KV only without the activations.
+    room = usable_bytes(gpu.memory_bytes, 0) * 2
+    weights = room - kv * workload.context_tokens
+    fit = fit_check(weights, kv, workload, gpu, 2, peak)
+    assert not fit.fits and fit.headroom_bytes == -2 * peak
+    calibration = assumed(gpu, "bfloat16", llama.num_layers)
+    projection = project(llama, calibration, "bfloat16", 2000, 200, 1, gpu, 2)
+    facts = Facts.from_projection(projection, llama, calibration, workload, gpu)
+    assert facts.fit.available_bytes == usable_bytes(gpu.memory_bytes, peak) * 2
+    assert projection.fits == (projection.weights_bytes + projection.kv_cache_bytes
+                               <= facts.fit.available_bytes)  # fmt: skip
