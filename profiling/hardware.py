@@ -28,6 +28,8 @@ class GPU:
     int8_ops_per_second: float | None
     interconnect: str
     interconnect_bytes_per_second: float
+    source: str = ""  # the vendor datasheet or product page the figures come from
+    memory_source: str = "driver"  # "driver": a reported total; "datasheet": its GB as GiB
 
     def peak_flops(self, dtype: str) -> float | None:
         """Dense tensor-core peak for a torch dtype name, if the GPU has one."""
@@ -70,6 +72,8 @@ def catalog() -> dict[str, GPU]:
             int8_ops_per_second=spec.get("int8_ops_per_second"),
             interconnect=spec["interconnect"],
             interconnect_bytes_per_second=spec["interconnect_bytes_per_second"],
+            source=spec["source"],
+            memory_source=spec["memory_source"],
         )
     return out
 

@@ -15,11 +15,15 @@ from profiling import hardware
         ("NVIDIA H100 PCIe", "H100-PCIE"),
         ("NVIDIA H100 NVL", "H100-NVL"),
         ("NVIDIA H200", "H200"),
-        ("NVIDIA GH200 480GB", None),  # a Grace Hopper superchip is not an H200 card
+        ("NVIDIA GH200 480GB", "GH200"),  # a Grace Hopper superchip is not an H200 card
+        ("NVIDIA GH200 144G HBM3e", "GH200-144GB"),
+        ("NVIDIA B200", "B200"),
+        ("NVIDIA GB200", None),  # nor is a Grace Blackwell one a B200
         ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
         ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIE"),
         ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
         ("AMD Instinct MI300X", "MI300X"),
+        ("AMD Instinct MI325X", "MI325X"),
     ],
 )
 def test_a_driver_reported_name_finds_its_own_part(reported, key):
@@ -40,3 +44,20 @@ def test_every_entry_has_a_peak_a_bandwidth_and_a_link():
         assert gpu.memory_bandwidth_bytes_per_second > 0, gpu.key
         assert gpu.peak_flops("bfloat16") or gpu.peak_flops("float16"), gpu.key
         assert gpu.interconnect_bytes_per_second >= 16e9, gpu.key
+
+
+@pytest.mark.parametrize(
+    ("named", "key"),
+    [("GH200", "GH200"), ("GH200 144GB", "GH200-144GB"), ("MI325X", "MI325X"), ("h200", "H200")],
+)
+def test_the_names_users_type_find_their_part(named, key):
+    assert hardware.lookup(named).key == key
+
+
+def test_every_figure_names_its_source():
+    for gpu in hardware.catalog().values():
+        domain = {"nvidia": "nvidia.com/", "amd": "www.amd.com/"}[gpu.vendor]
+        assert gpu.source.startswith("https://") and domain in gpu.source, gpu.key
+        assert gpu.memory_source in ("driver", "datasheet"), gpu.key
+        if gpu.memory_source == "datasheet":  # the datasheet's GB, read as the GiB devices count
+            assert gpu.memory_bytes % 2**30 == 0, gpu.key
