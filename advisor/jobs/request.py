@@ -150,12 +150,19 @@ FRIENDLY = {
 
 
 # Errors the new-job form also finds, in its own words: left to it, so a script
-# and a browser read the same message for the same out-of-range value.
+# and a browser read the same message for the same out-of-range value. A text's
+# length is the exception (`_text_too_long`): the form counts it after trimming
+# surrounding whitespace, the document (maxLength) before, so the API refuses it
+# itself, in the form's words.
 LEFT_TO_THE_FORM = {
     "greater_than", "greater_than_equal", "less_than", "less_than_equal",
     "literal_error", "string_too_long", "too_long", "string_pattern_mismatch",
     "extra_forbidden",
 }  # fmt: skip
+
+
+def _text_too_long(error: dict[str, Any]) -> bool:
+    return error["type"] in ("string_too_long", "too_long") and isinstance(error["input"], str)
 
 
 def strict_errors(values: dict[str, Any]) -> dict[str, list[str]]:
@@ -174,10 +181,13 @@ def field_errors(
     """pydantic's errors as the form's `{field: [messages]}` ("__all__": the body itself)."""
     errors: dict[str, list[str]] = {}
     for error in exc.errors(include_url=False):
-        if error["type"] in skip:
+        if error["type"] in skip and not _text_too_long(error):
             continue
         field = str(error["loc"][0]) if error["loc"] else "__all__"
         message = FRIENDLY.get(error["type"]) or _sentence(error["msg"])
+        if _text_too_long(error):  # in Django's MaxLengthValidator's words
+            most, has = error["ctx"]["max_length"], len(error["input"])
+            message = f"Ensure this value has at most {most} characters (it has {has})."
         if message not in errors.setdefault(field, []):
             errors[field].append(message)
     return errors

@@ -170,3 +170,9 @@ def test_a_comment_with_a_nul_is_refused_and_not_stored():
     )
     assert response.status_code == 400
     assert not Comment.objects.exists()
+
+
+def test_text_over_its_length_is_refused_though_trimming_would_bring_it_under():
+    # The document's maxLength counts the text as sent; the form would trim it first.
+    errors = api_errors({"notes": "\v" + "x" * 4000})
+    assert errors["notes"] == ["Ensure this value has at most 4000 characters (it has 4001)."]
