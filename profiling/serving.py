@@ -159,9 +159,13 @@ def simulate(
     if closed:
         # Users in steady state are spread over one request's duration, not lined up at
         # t = 0 (with equal lengths a lined-up start would stay in lock-step for ever).
+        # A steady step carries the rows' share of prompt work too: one prompt for
+        # every `output_tokens` tokens emitted.
         alone = step.seconds(0, 0, ((prompt_tokens, 0),))
         rows = min(concurrency, limit)
-        decode = step.seconds(rows, rows * (prompt_tokens + output_tokens / 2))
+        mixed = min(max_batched_tokens - rows, round(rows * prompt_tokens / max(1, output_tokens)))
+        chunk = ((mixed, prompt_tokens // 2),) if mixed > 0 else ()
+        decode = step.seconds(rows, rows * (prompt_tokens + output_tokens / 2), chunk)
         spread = alone + decode * max(output_tokens - 1, 0)
         for user in range(concurrency):
             arrivals.append(_Request(user * spread / concurrency, prompt_tokens, output_tokens))
