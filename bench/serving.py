@@ -10,6 +10,7 @@ the layout search) and prints what an engineer sizing a deployment reads:
 3. a 70B on one H100: every precision's weights, fit and TPOT (fp8, int8, int4), and TP;
 4. disaggregation against aggregated replicas on the same GPUs, low and high load;
 5. Mixtral at batch 1 and 64: weight bytes a decode step reads against all experts';
+   its layouts of 8× H100 at 512 users, expert parallelism among them;
 6. throughput over users and over GPUs (never more than linear), and the wall time
    of each estimate (goal ≤ 200 ms with the layout search).
 Every figure is an estimate on datasheet peaks: none is measured here.
@@ -59,14 +60,15 @@ def layout_table(name: str, gpus: int, work: Workload) -> None:
     pick = layouts.best(found)
     print(f"\n{name} on {gpus}× H100, {work.prompt_tokens}+{work.output_tokens} tokens, "
           f"{work.concurrency} users (search {took:.0f} ms)")  # fmt: skip
-    print(f"  {'layout':28s} {'tok/s':>8s} {'per GPU':>8s} {'TPOT p50':>9s} {'TTFT p90':>9s}")
+    width = max(len(x.name) for x in found)
+    print(f"  {'layout':{width}s} {'tok/s':>8s} {'per GPU':>8s} {'TPOT p50':>9s} {'TTFT p90':>9s}")
     for x in found:
         if not x.fits or x.served is None:
-            print(f"  {x.name:28s} does not fit")
+            print(f"  {x.name:{width}s} does not fit")
             continue
         mark = " ← pick" if x is pick else ""
         tpot, ttft = x.served.tpot.p50 * 1e3, x.served.ttft.p90 * 1e3
-        print(f"  {x.name:28s} {x.throughput:8,.0f} {x.per_gpu:8,.0f} "
+        print(f"  {x.name:{width}s} {x.throughput:8,.0f} {x.per_gpu:8,.0f} "
               f"{tpot:7.2f}ms {ttft:7.1f}ms{mark}")  # fmt: skip
     print("  front:", ", ".join(x.name for x in layouts.front(found)))
 
@@ -125,6 +127,7 @@ def main() -> None:
               f"TPOT target {target} ms")  # fmt: skip
         advice_lines("llama-3.1-70b", 4, Workload(8000, 256, users, tpot_ms=target))
     moe_bytes()
+    layout_table("mixtral-8x7b", 8, Workload(512, 128, 512))
     scaling()
 
 

@@ -164,10 +164,20 @@ class Shapes:
         """Weight bytes one step over `batch` rows reads."""
         weights = float(self.weights_bytes(dtype))
         if self.num_experts:
-            per_expert = 3 * self.hidden_size * self.moe_intermediate_size * DTYPE_BYTES[dtype]
             unread = self.num_experts - self.experts_touched(batch)
-            weights -= self.num_layers * unread * per_expert
+            weights -= self.num_layers * unread * self.expert_bytes(dtype)
         return weights
+
+    def expert_bytes(self, dtype: str) -> float:
+        """One expert's weights (gate, up, down) in one layer; 0 for a dense model."""
+        if not self.num_experts:
+            return 0.0
+        return 3 * self.hidden_size * self.moe_intermediate_size * DTYPE_BYTES[dtype]
+
+    def shared_weights_bytes(self, dtype: str) -> float:
+        """Every weight but the experts': what each expert-parallel rank holds whole."""
+        experts = self.num_layers * self.num_experts * self.expert_bytes(dtype)
+        return self.weights_bytes(dtype) - experts
 
 
 def shapes_or_none(model_config: dict[str, Any]) -> Shapes | None:

@@ -53,6 +53,18 @@ def allreduce_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None
     return 2 * shapes.num_layers * one
 
 
+def all_to_all_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None) -> float:
+    """Seconds of one pass's expert-parallel exchanges on a rank: in every layer each of
+    its `tokens` rows goes to its `experts_per_token` experts, (n−1)/n of them on other
+    ranks, and comes back (dispatch and combine), each call paying its latency."""
+    if devices <= 1:
+        return 0.0
+    remote = (devices - 1) / devices
+    size = tokens * shapes.experts_per_token * shapes.hidden_size * ACTIVATION_BYTES * remote
+    one = size / link_bytes_per_second(gpu) + ALLREDUCE_LATENCY_S
+    return 2 * shapes.num_layers * one
+
+
 @dataclass(frozen=True)
 class StepModel:
     """Seconds of one engine step: decode rows over their summed context, plus prefill chunks."""
@@ -71,6 +83,14 @@ class StepModel:
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         """`rows` decode rows holding `context` tokens in all; `chunks`: (tokens, offset)
         of each prompt chunk, the offset being the prompt tokens already cached."""
+        flops, bytes_, tokens = self.work(rows, context, chunks)
+        seconds = self.time_of(flops, bytes_, bool(chunks))
+        return seconds + allreduce_seconds(self.shapes, tokens, self.devices, self.gpu)
+
+    def work(
+        self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()
+    ) -> tuple[float, float, int]:
+        """(FLOPs, bytes read) on each device of the split, and the step's tokens."""
         s = self.shapes
         prompt_tokens = sum(t for t, _ in chunks)
         flops = s.decode_flops(rows, context / rows) if rows else 0.0  # type: ignore[arg-type]
@@ -79,11 +99,12 @@ class StepModel:
         weights = s.weights_read(weights_format(self.dtype), rows + prompt_tokens)
         bytes_ = weights + self.kv_token * kv_moved
         n = self.devices
-        work = (flops / n, bytes_ / n)
-        seconds = self.rates.decode.seconds(*work)
-        if chunks:
-            seconds = max(seconds, self.rates.prefill.seconds(*work))
-        return seconds + allreduce_seconds(s, rows + prompt_tokens, n, self.gpu)
+        return flops / n, bytes_ / n, rows + prompt_tokens
+
+    def time_of(self, flops: float, bytes_: float, prefill: bool) -> float:
+        """The slower of the phase models on this work (decode's alone without a prompt)."""
+        seconds = self.rates.decode.seconds(flops, bytes_)
+        return max(seconds, self.rates.prefill.seconds(flops, bytes_)) if prefill else seconds
 
 
 def kv_capacity_tokens(

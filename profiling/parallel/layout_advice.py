@@ -43,8 +43,8 @@ def layout_advice(facts: Facts) -> list[Outcome]:
     pick = layouts.best(found)
     if pick is None:
         return _more_gpus(facts, found, rates, dtype)
-    base = next((x for x in found if x.tp == count and x.pp == 1), None)
-    if base is None or (pick.tp, pick.pp, pick.replicas) == (base.tp, base.pp, base.replicas):
+    base = next((x for x in found if x.tp == count and x.pp == 1 and x.ep == 1), None)
+    if base is None or pick is base:
         if count == 1:
             return []
         why = f"{pick.name} is the best layout of your {_gpus(count)}: {_figures(pick)}"

@@ -9,7 +9,13 @@ tensor parallelism pays its all-reduces per layer; a pipeline stage holds
 point-to-point send of the rows' activations between stages, and a request's
 token passes every stage in turn (pipelining overlaps different requests'
 steps, not one request's, so per-user latency does not drop with pp while
-throughput rises as the stages fill). The front is the set of layouts no
+throughput rises as the stages fill). A mixture of experts is also laid out
+expert-parallel over `ep` GPUs (vLLM's data-parallel attention with
+--enable-expert-parallel): each GPU holds the shared weights whole, serves its
+own users with their whole KV cache, and holds 1/ep of the experts; the ranks
+step together, each reading its share of the experts all their rows touch and
+sending each row to its experts and back (all-to-all) in every layer. The
+front is the set of layouts no
 other beats on both throughput per GPU and per-user TPOT; the pick is the
 highest-throughput layout whose requests meet the user's targets (at the
 90th percentile), or the highest-throughput one when no target is given.
@@ -24,11 +30,13 @@ from profiling.config import Workload
 from profiling.estimate import Calibration
 from profiling.hardware import GPU
 from profiling.memory import activation_bytes, usable_bytes
+from profiling.precision import kv_format, weights_format
 from profiling.serving import Served, simulate
 from profiling.shapes import Shapes
 from profiling.step_time import (
     ACTIVATION_BYTES,
     StepModel,
+    all_to_all_seconds,
     kv_capacity_tokens,
     link_bytes_per_second,
 )
@@ -57,6 +65,40 @@ class Staged:
         return whole + (self.pp - 1) * send
 
 
+@dataclass(frozen=True)
+class ExpertParallel:
+    """One of `ep` expert-parallel ranks, stepping with the others: its own rows through
+    the shared weights, its 1/ep of the experts for every rank's rows (routing taken as
+    even: a hot expert would hold every rank back), and the all-to-all exchanges."""
+
+    step: StepModel  # one device: attention is not split
+    ep: int
+
+    def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
+        s = self.step.shapes
+        flops, bytes_, tokens = self.step.work(rows, context, chunks)
+        bytes_ += self.weights_read(tokens) - s.weights_read(self.format, tokens)
+        seconds = self.step.time_of(flops, bytes_, bool(chunks))
+        return seconds + all_to_all_seconds(s, tokens, self.ep, self.step.gpu)
+
+    @property
+    def format(self) -> str:
+        return weights_format(self.step.dtype)
+
+    def weights_read(self, tokens: int) -> float:
+        """Weight bytes a rank reads in a step where every rank has `tokens` rows."""
+        s = self.step.shapes
+        touched = s.experts_touched(tokens * self.ep) / self.ep
+        return s.shared_weights_bytes(self.format) + s.num_layers * touched * s.expert_bytes(
+            self.format
+        )
+
+    def weights_held(self) -> float:
+        s = self.step.shapes
+        experts = s.num_layers * s.num_experts * s.expert_bytes(self.format)
+        return s.shared_weights_bytes(self.format) + experts / self.ep
+
+
 @dataclass
 class Layout:
     tp: int
@@ -64,6 +106,7 @@ class Layout:
     replicas: int
     users: int  # per copy
     fits: bool
+    ep: int = 1  # expert-parallel ranks per copy (tp = pp = 1 then)
     served: Served | None = None
     throughput: float = 0.0  # output tokens/s over all copies
     meets: bool | None = None  # the targets at p90 (None: no target given)
@@ -71,14 +114,16 @@ class Layout:
 
     @property
     def gpus(self) -> int:
-        return self.tp * self.pp * self.replicas
+        return self.tp * self.pp * self.ep * self.replicas
 
     @property
     def name(self) -> str:
+        copies = f"{self.replicas} replicas of " if self.replicas > 1 else ""
+        if self.ep > 1:
+            return f"{copies}DP={self.ep} attention + EP={self.ep} experts"
         parts = [f"TP={self.tp}"]
         if self.pp > 1:
             parts.append(f"PP={self.pp}")
-        copies = f"{self.replicas} replicas of " if self.replicas > 1 else ""
         return f"{copies}{' × '.join(parts)}"
 
     @property
@@ -104,6 +149,12 @@ def search(
             users = math.ceil(workload.concurrency / replicas)
             layout = Layout(tp, pp, replicas, users, fits=False)
             out.append(_serve(layout, shapes, calibration, dtype, workload, gpu))
+    for ep in SIZES[1:] if shapes.num_experts else ():
+        if gpus % ep or shapes.num_experts % ep:
+            continue
+        users = math.ceil(workload.concurrency / (gpus // ep))
+        layout = Layout(1, 1, gpus // ep, users, fits=False, ep=ep)
+        out.append(_serve_experts(layout, shapes, calibration, dtype, workload, gpu))
     return out
 
 
@@ -124,17 +175,49 @@ def _serve(
     served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
                       concurrency=math.ceil(layout.users / groups), kv_tokens=capacity // groups,
                       ttft_slo=ttft, tpot_slo=tpot)  # fmt: skip
-    layout.fits = True
-    layout.served = served
-    layout.throughput = served.output_tokens_per_second * groups * layout.replicas
-    if ttft is not None or tpot is not None:
-        layout.meets = (ttft is None or served.ttft.p90 <= ttft) and (
-            tpot is None or served.tpot.p90 <= tpot
-        )
+    _served(layout, served, groups, w)
     if layout.pp > layout.users:
         layout.notes.append(f"{layout.pp - layout.users} of {layout.pp} stages idle: fewer "
                             "users than stages (pipeline bubbles)")  # fmt: skip
     return layout
+
+
+def _serve_experts(
+    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU
+) -> Layout:
+    """Each of the ep ranks serves its share of the copy's users, its KV cache in the
+    memory the shared weights and its experts leave."""
+    step = ExpertParallel(StepModel(shapes, calibration, dtype, "", 1, gpu), layout.ep)
+    usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, 1))
+    kv_token = shapes.kv_bytes_per_token(kv_format(dtype))
+    capacity = max(0, int(usable - step.weights_held())) // max(1, kv_token)
+    users = math.ceil(layout.users / layout.ep)
+    if capacity < w.context_tokens * users:
+        return layout
+    served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
+                      concurrency=users, kv_tokens=capacity,
+                      ttft_slo=w.ttft_ms / 1e3 if w.ttft_ms else None,
+                      tpot_slo=w.tpot_ms / 1e3 if w.tpot_ms else None)  # fmt: skip
+    _served(layout, served, layout.ep, w)
+    layout.notes.append(
+        f"serve with vLLM's --data-parallel-size {layout.ep} --enable-expert-parallel; "
+        "routing is taken as even and the experts' grouped matrix products as running at "
+        "the datasheet rates, as for the other layouts"
+    )
+    return layout
+
+
+def _served(layout: Layout, served: Served, engines: int, w: Workload) -> None:
+    """Record what `engines` engines of one copy, each as `served`, give over all copies."""
+    layout.fits = True
+    layout.served = served
+    layout.throughput = served.output_tokens_per_second * engines * layout.replicas
+    ttft = w.ttft_ms / 1e3 if w.ttft_ms else None
+    tpot = w.tpot_ms / 1e3 if w.tpot_ms else None
+    if ttft is not None or tpot is not None:
+        layout.meets = (ttft is None or served.ttft.p90 <= ttft) and (
+            tpot is None or served.tpot.p90 <= tpot
+        )
 
 
 def front(layouts: list[Layout]) -> list[Layout]:
@@ -165,4 +248,4 @@ def best(layouts: list[Layout]) -> Layout | None:
         return None
     top = max(x.throughput for x in pool)
     close = [x for x in pool if x.throughput >= top * (1 - TIE)]
-    return min(close, key=lambda x: (x.served.tpot.p50, x.served.ttft.p90, x.tp * x.pp))  # type: ignore[union-attr]
+    return min(close, key=lambda x: (x.served.tpot.p50, x.served.ttft.p90, x.tp * x.pp * x.ep))  # type: ignore[union-attr]

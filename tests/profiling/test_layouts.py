@@ -86,3 +86,42 @@ def test_disaggregation_is_not_offered_at_low_concurrency():
         (why,) = [n.why for n in advice.not_recommended if n.technique == "disaggregation"]
         assert "one request at a time" in why or "simulated serving" in why
 
+
+def test_a_mixture_of_experts_is_also_laid_out_with_its_experts_spread():
+    work = Workload(prompt_tokens=512, output_tokens=128, concurrency=512)
+    found = search("mixtral-8x7b", 8, work)
+    spread = {x.ep: x for x in found if x.ep > 1}
+    assert set(spread) == {2, 4, 8}
+    assert spread[8].name == "DP=8 attention + EP=8 experts" and spread[8].gpus == 8
+    assert spread[2].name == "4 replicas of DP=2 attention + EP=2 experts"
+    assert all(x.fits for x in spread.values())
+    assert not next(x for x in found if (x.tp, x.pp, x.ep) == (1, 1, 1)).fits  # 87 GiB whole
+    assert any("--enable-expert-parallel" in n for n in spread[8].notes)
+    assert not [x for x in search("llama-3.1-8b", 8, work) if x.ep > 1]  # dense: no experts
+
+
+def test_an_expert_parallel_rank_holds_and_reads_the_shared_weights_and_its_experts():
+    s = shapes("mixtral-8x7b")
+    rates = assumed(H100, "bfloat16", s.num_layers)
+    rank = layouts.ExpertParallel(layouts.StepModel(s, rates, "bfloat16", "", 1, H100), 8)
+    shared, expert = s.shared_weights_bytes("bfloat16"), s.expert_bytes("bfloat16")
+    assert rank.weights_held() == shared + s.num_layers * 8 * expert / 8
+    assert s.weights_bytes("bfloat16") == shared + s.num_layers * 8 * expert
+    # One row on each of 8 ranks touches the experts 8 rows route to, a rank its eighth
+    # of them; a TP=8 device reads an eighth of the same experts and of the shared part.
+    assert rank.weights_read(1) == shared + s.num_layers * s.experts_touched(8) / 8 * expert
+    tp8 = layouts.StepModel(s, rates, "bfloat16", "", 8, H100)
+    _, tp_bytes, _ = tp8.work(8, 8 * 640)
+    kv = s.kv_bytes_per_token("bfloat16") * 8 * 640 / 8
+    assert rank.weights_read(1) - (tp_bytes - kv) == shared * 7 / 8
+
+
+def test_a_mixture_on_more_gpus_never_scales_beyond_their_number():
+    h200 = lookup("H200")
+    s = shapes("mixtral-8x7b")
+    work = Workload(prompt_tokens=512, output_tokens=128, concurrency=256)
+    rates = assumed(h200, "bfloat16", s.num_layers)
+    one = layouts.best(layouts.search(s, rates, "bfloat16", work, h200, 1)).throughput
+    for gpus in (2, 4, 8):
+        found = layouts.search(s, rates, "bfloat16", work, h200, gpus)
+        assert max(x.throughput for x in found) <= gpus * one * 1.001
