@@ -22,6 +22,7 @@ from profiling import hardware
         ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
         ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIE"),
         ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
+        ("NVIDIA A100-PCIE-40GB", "A100-40GB-PCIE"),
         ("AMD Instinct MI300X", "MI300X"),
         ("AMD Instinct MI325X", "MI325X"),
     ],
@@ -61,3 +62,13 @@ def test_every_figure_names_its_source():
         assert gpu.memory_source in ("driver", "datasheet"), gpu.key
         if gpu.memory_source == "datasheet":  # the datasheet's GB, read as the GiB devices count
             assert gpu.memory_bytes % 2**30 == 0, gpu.key
+
+
+ALIASES = [(name, key) for key, gpu in hardware._raw()["gpus"].items()
+           for name in gpu.get("aliases", [])]  # fmt: skip
+
+
+@pytest.mark.parametrize(("alias", "key"), ALIASES)
+def test_every_alias_names_its_own_part_and_no_other(alias, key):
+    assert hardware.lookup(alias).key == key
+    assert hardware.lookup(alias.lower().replace("-", " ")).key == key
