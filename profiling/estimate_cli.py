@@ -30,6 +30,11 @@ def register(commands: Any) -> None:
     p = commands.add_parser("estimate", help="advice and projections from a config (no weights)")
     p.add_argument("model", help="shipped config name, directory with config.json, or its path")
     add_workload_flags(p)
+    p.add_argument(
+        "--spec-acceptance", type=float, metavar="A", default=None,
+        help="your draft's acceptance per drafted token (0–1) for the speculative estimate; "
+        "without it a stated range is assumed",
+    )  # fmt: skip
     p.add_argument("--json", type=Path, metavar="PATH", help="write the estimate JSON here")
     p.set_defaults(func=cmd_estimate)
 
@@ -75,9 +80,13 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
             f"{args.model}: not a decoder config this estimate reads ({exc})"
         ) from None
     dtype = DEFAULT_DTYPE if args.dtype == "auto" else args.dtype
+    acceptance = args.spec_acceptance
+    if acceptance is not None and not 0.0 <= acceptance < 1.0:
+        raise ConfigError(f"--spec-acceptance {acceptance}: give a share from 0 to below 1")
     advice, points = estimate_report(
-        shapes, gpu, args.gpu_count, dtype, workload, args.stated_bottleneck
-    )
+        shapes, gpu, args.gpu_count, dtype, workload, args.stated_bottleneck,
+        spec_acceptance=acceptance,
+    )  # fmt: skip
     return {
         "basis": "estimated",
         "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},

@@ -50,6 +50,7 @@ class Facts:
     calibration: Calibration | None = None
     queue_share: float = 0.0  # of one request's end-to-end time, waiting to be scheduled
     served: Served | None = None  # the simulated engine at the user's concurrency (estimates)
+    spec_acceptance: float | None = None  # per drafted token, as the user gave it (estimates)
 
     @property
     def measured(self) -> bool:
@@ -93,6 +94,7 @@ class Facts:
         workload: Workload,
         gpu: GPU,
         stated_bottleneck: str = "unsure",
+        spec_acceptance: float | None = None,
     ) -> Facts:
         """Facts of an analytic estimate: no experiment ran, every figure is derived."""
         weights, kv_token = projection.weights_bytes, projection.kv_cache_bytes_per_token
@@ -127,6 +129,7 @@ class Facts:
             calibration=calibration,
             queue_share=projection.queue_share,
             served=projection.served,
+            spec_acceptance=spec_acceptance,
         )
 
 

@@ -355,11 +355,15 @@ def estimate_report(
     workload: Workload,
     stated_bottleneck: str = "unsure",
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
+    spec_acceptance: float | None = None,
 ) -> tuple[Advice, list[PredictionPoint]]:
-    """Advice and projected figures from shapes and the datasheet alone (no measurement)."""
+    """Advice and projected figures from shapes and the datasheet alone (no measurement);
+    `spec_acceptance`: the draft's acceptance per token, where the user knows it."""
     rates = assumed(gpu, dtype, shapes.num_layers)
     projection = _project(shapes, rates, dtype, workload, gpu, gpu_count)
-    facts = Facts.from_projection(projection, shapes, rates, workload, gpu, stated_bottleneck)
+    facts = Facts.from_projection(
+        projection, shapes, rates, workload, gpu, stated_bottleneck, spec_acceptance
+    )
     where = f"{gpu_count}× {gpu.key}"
     points = projection_points(projection, workload, where, ESTIMATED, None, rates.note)
     return advise(facts, None, tolerance), points

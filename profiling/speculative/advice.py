@@ -14,6 +14,7 @@ from profiling.advice_results import (
 )
 from profiling.facts import Facts
 from profiling.rule_kit import Outcome, interval_fields, judged, ms
+from profiling.speculative.estimate_advice import speculative_estimate
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
 from profiling.stats import Interval, ratio_interval
 from profiling.units import size
@@ -27,7 +28,7 @@ def speculative(
     facts: Facts, result: SpeculativeResult | None, goal: str, tolerance: QualityTolerance
 ) -> list[Outcome]:
     if result is None:
-        return []
+        return speculative_estimate(facts) or []
     if not result.sweeps:
         why = "random weights or no sweep: acceptance unknown; " + (result.finding or "")
         return [NotRecommended("speculative", why.rstrip("; "), "speculative.verify_cost")]

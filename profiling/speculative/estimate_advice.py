@@ -1,0 +1,134 @@
+"""The speculative-decoding rule in an estimate (no experiment, no draft measured): an
+EAGLE-style draft head on the target's own shapes, at the acceptance the user gives or
+over a stated default range, served at the user's concurrency and at one user.
+
+A target pass verifies K drafted tokens plus one of its own for every row (a chunk of
+K + 1 tokens over each row's cached context, on the step model); with a per-token
+acceptance a, a pass emits (1 − a^(K+1)) / (1 − a) tokens on average (the first
+rejection ends the run; the target's own token always counts). Each drafted token
+costs a pass of the draft: one decoder layer of the target's width and the LM head
+(what an EAGLE head reads), on the same rates and per-pass floor. The speedup is the
+plain step's time per token over the pass's, and TPOT loses only the decode step's
+share of it (the prompt chunks mixed into decode steps are not sped up).
+"""
+
+from __future__ import annotations
+
+from profiling.advice_results import (
+    ESTIMATED,
+    Change,
+    Evidence,
+    ExpectedEffect,
+    NotRecommended,
+    Recommendation,
+)
+from profiling.facts import Facts
+from profiling.precision import weights_format
+from profiling.rule_kit import MIN_GAIN, Outcome, ms
+from profiling.shapes import DTYPE_BYTES, Shapes
+from profiling.step_time import StepModel
+
+# Acceptance per drafted token assumed where the user gives none: not measured, a range
+# wide enough that a gain found at its low end does not rest on a lucky draft.
+ASSUMED_ACCEPTANCE = (0.5, 0.8)
+DRAFT_LENGTHS = (1, 2, 3, 4, 5)
+KEY = "predictions"
+
+
+def tokens_per_pass(acceptance: float, k: int) -> float:
+    """Expected tokens a pass emits: the accepted run of K drafts, plus the target's own."""
+    if acceptance >= 1.0:
+        return float(k + 1)
+    return (1 - acceptance ** (k + 1)) / (1 - acceptance)
+
+
+def draft_params(shapes: Shapes) -> int:
+    """An EAGLE-style draft head: one dense decoder layer of the target's width and the
+    target's LM head."""
+    layer = shapes.attention_params + 3 * shapes.hidden_size * shapes.intermediate_size
+    return layer + shapes.head_params
+
+
+def draft_seconds(step: StepModel, rows: int, context: float) -> float:
+    """One draft pass over `rows` rows: the head's weights once, one layer's KV per row."""
+    s = step.shapes
+    params = draft_params(s)
+    per = DTYPE_BYTES.get(weights_format(step.dtype), 2)
+    kv = step.kv_token / max(1, s.num_layers) * context
+    n = step.devices
+    return step.rates.decode.seconds(2.0 * params * rows / n, (params * per + kv) / n)
+
+
+def speedup(step: StepModel, rows: int, context: float, acceptance: float, k: int) -> float:
+    """Plain decode's time per token over speculation's, at `rows` rows holding `context`
+    tokens in all."""
+    plain = step.seconds(rows, context)
+    per_row = context / rows
+    verify = step.seconds(0, 0, tuple((k + 1, round(per_row)) for _ in range(rows)))
+    spent = verify + k * draft_seconds(step, rows, context)
+    return tokens_per_pass(acceptance, k) * plain / spent
+
+
+def speculative_estimate(facts: Facts) -> list[Outcome] | None:
+    """None where this rule cannot judge (a measured basis, no shapes or rates)."""
+    shapes, rates, w = facts.shapes, facts.calibration, facts.workload
+    if facts.basis != ESTIMATED or shapes is None or rates is None:
+        return None
+    step = StepModel(shapes, rates, facts.dtype, "", facts.gpu_count, facts.gpu)
+    rows = max(1, facts.served.max_running if facts.served else w.concurrency)
+    rows = min(rows, w.concurrency)
+    context = rows * facts.decode_context
+    given = facts.spec_acceptance
+    low, high = (given, given) if given is not None else ASSUMED_ACCEPTANCE
+    middle = (low + high) / 2
+    k = max(DRAFT_LENGTHS, key=lambda k: speedup(step, rows, context, middle, k))
+    at_low, at_mid, at_high = (speedup(step, rows, context, a, k) for a in (low, middle, high))
+    alone = speedup(step, 1, facts.decode_context, middle, k)
+    if given is not None:
+        what, span = f"your acceptance of {given:.2f}", f"{at_mid:.2f}×"
+    else:
+        what = f"an acceptance of {low:.1f}–{high:.1f} per drafted token, assumed"
+        span = f"{at_low:.2f}–{at_high:.2f}×"
+    users = f"your {w.concurrency} user{'s' if w.concurrency != 1 else ''}"
+    if at_high < MIN_GAIN:
+        why = (f"estimated {span} at {users} with K={k} for {what}: verifying K + 1 tokens "
+               "per row costs about what the accepted drafts save at this load")  # fmt: skip
+        return [NotRecommended("speculative", why, KEY)]
+    if at_low < MIN_GAIN:
+        why = (f"estimated {span} at {users} with K={k} for {what}: whether it pays rests on "
+               "the acceptance your draft reaches, which only the experiment measures")  # fmt: skip
+        return [NotRecommended("speculative", why, KEY)]
+    plain = step.seconds(rows, context)
+    one = f", {alone:.2f}× at one user" if w.concurrency > 1 else ""
+    before = facts.tpot_seconds
+    after = before - plain * (1 - 1 / at_mid)
+    return [
+        Recommendation(
+            technique="speculative",
+            setting=f"a draft head (EAGLE-style, one layer) with K={k}",
+            expected_effect=ExpectedEffect(
+                f"decode steps {at_mid:.2f}× faster ({span} for {what}): TPOT {ms(before)} → "
+                f"{ms(after)} ms at {users}{one}",
+                [Change("tpot_ms", before * 1e3, after * 1e3, "ms")],
+            ),
+            evidence=[
+                Evidence(
+                    "#predictions", f"{facts.timing_key}.tpot", f"TPOT {ms(before)} ms at {users}"
+                )
+            ],  # fmt: skip
+            caveats=[
+                "estimated: no draft was run; the acceptance decides the gain and only the "
+                "speculative experiment measures it on your model and prompts",
+                f"{tokens_per_pass(middle, k):.2f} tokens per target pass at acceptance "
+                f"{middle:.2f}; each pass verifies {k + 1} tokens per row, and the draft head "
+                f"({draft_params(shapes) / 1e9:.2f} B parameters) runs {k} pass"
+                + ("es" if k > 1 else "")
+                + " per target pass",
+                "the prompt chunks mixed into decode steps are not sped up",
+            ],
+            basis=ESTIMATED,
+            serves="generation",
+            gain=before / after,
+            confidence=f"estimated: {what}" + ("" if given is not None else ", not measured"),
+        )
+    ]
