@@ -47,6 +47,7 @@ class Scenario:
     output_tokens: int
     dtype: str
     kv_dtype: str = ""
+    spec_acceptance: float | None = None  # a draft's per-token acceptance, for the estimate
 
 
 @dataclass
@@ -75,8 +76,18 @@ def initial(profile: Profile) -> Scenario:
     on_worker = kind == WORKER or kind == env.gpu_kind
     dtype = env.dtype if (half or on_worker) and env.dtype in DTYPES else "bfloat16"
     w = config.workload
+    acceptance = measured_acceptance(profile)
     return Scenario(kind, config.hardware.gpu_count, w.concurrency, w.prompt_tokens,
-                    w.output_tokens, dtype)  # fmt: skip
+                    w.output_tokens, dtype, spec_acceptance=acceptance)  # fmt: skip
+
+
+def measured_acceptance(profile: Profile) -> float | None:
+    """The acceptance per drafted token of the job's fastest measured draft, if it ran one."""
+    result = profile.experiments.speculative
+    points = [p for p in result.sweeps if p.proposed_tokens] if result is not None else []
+    if not points:
+        return None
+    return round(max(points, key=lambda p: p.speedup).acceptance_rate, 2)
 
 
 def worker_label(profile: Profile) -> str:
@@ -149,7 +160,9 @@ def run(profile: Profile, s: Scenario) -> Outcome:
     fit, advice = None, None
     if gpu is not None:
         stated = profile.config.stated_bottleneck
-        facts = Facts.from_projection(projection, shapes, calibration, workload, gpu, stated)
+        facts = Facts.from_projection(
+            projection, shapes, calibration, workload, gpu, stated, s.spec_acceptance
+        )
         fit, advice = facts.fit, advise(facts)
     env = profile.environment
     name = (env.device_name or env.device) if on_worker or gpu is None else gpu.key

@@ -34,6 +34,10 @@ class WhatIfForm(forms.Form):
     output_tokens = _count("output_tokens")
     dtype = forms.ChoiceField(label="precision", choices=[(d, d) for d in whatif.DTYPES])
     kv_dtype = forms.ChoiceField(label="KV cache", choices=whatif.KV_FORMATS, required=False)
+    spec_acceptance = forms.FloatField(
+        label="draft acceptance", required=False, min_value=0.0, max_value=0.99,
+        help_text="per drafted token, for the speculative estimate; blank: 0.5–0.8 assumed",
+    )  # fmt: skip
 
     def __init__(self, profile: Profile, query: QueryDict | None = None) -> None:
         bound = query is not None and any(k.startswith(f"{PREFIX}-") for k in query)

@@ -6,6 +6,7 @@ hand-built `Advice` values for the cases a quick CPU run does not reach.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from typing import Any
 
@@ -376,3 +377,26 @@ def test_a_serving_precision_and_an_fp8_kv_cache_can_be_asked(browser, demo_resu
     # A device without the format says so instead of projecting it.
     part = section(page(browser, demo_result, whatif(gpu_kind="A100-80GB", dtype="fp8")), "what-if")
     assert 'id="what-if-error"' in part and "does not run fp8" in part
+
+
+def test_the_what_if_estimates_speculation_at_the_acceptance_given(browser, demo_result):
+    from advisor.reports import whatif as projection
+
+    html = page(browser, demo_result, whatif(spec_acceptance=0.9))
+    assert "draft acceptance 0.9" in section(html, "what-if")
+    profile = Profile.from_dict(demo_result)
+    scenario = dataclasses.replace(projection.initial(profile), gpu_kind="H100-SXM",
+                                   dtype="bfloat16", concurrency=1)  # fmt: skip
+    outcome = projection.run(profile, dataclasses.replace(scenario, spec_acceptance=0.9))
+    # The demo's passes are all per-pass floor, so a draft head's passes cost what the
+    # target's do: judged, at the acceptance given, and not worth it.
+    (refused,) = [n for n in outcome.advice.not_recommended if n.technique == "speculative"]
+    assert "for your acceptance of 0.90: verifying K + 1 tokens per row costs" in refused.why
+
+
+def test_the_what_if_starts_from_the_acceptance_the_job_measured(spec_result):
+    from advisor.reports import whatif as projection
+
+    profile = Profile.from_dict(spec_result)
+    fastest = max(profile.experiments.speculative.sweeps, key=lambda p: p.speedup)
+    assert projection.initial(profile).spec_acceptance == round(fastest.acceptance_rate, 2)
