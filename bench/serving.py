@@ -11,8 +11,11 @@ the layout search) and prints what an engineer sizing a deployment reads:
 4. disaggregation against aggregated replicas on the same GPUs, low and high load;
 5. Mixtral at batch 1 and 64: weight bytes a decode step reads against all experts';
    its layouts of 8× H100 at 512 users, expert parallelism among them;
-6. throughput over users and over GPUs (never more than linear), and the wall time
-   of each estimate (goal ≤ 200 ms with the layout search).
+6. throughput over users and over GPUs (never more than linear; an 8B on H100s and
+   Mixtral on H200s), and the wall time of each estimate (goal ≤ 200 ms with the
+   layout search);
+7. speculative decoding with a draft head, estimated at 1, 64 and 512 users over
+   the assumed acceptance range.
 Every figure is an estimate on datasheet peaks: none is measured here.
 """
 
@@ -112,6 +115,27 @@ def scaling() -> None:
     for gpus in (1, 2, 4, 8):
         tput = layouts.best(layouts.search(s, rates, "bfloat16", work, H100, gpus)).throughput
         print(f"    {gpus} GPUs: {tput:8,.0f} tok/s ({tput / (gpus * base):.2f})")
+    h200, moe = lookup("H200"), shapes("mixtral-8x7b")
+    rates = assumed(h200, "bfloat16", moe.num_layers)
+    base = layouts.best(layouts.search(moe, rates, "bfloat16", work, h200, 1)).throughput
+    print("\nmixtral-8x7b on H200s, 256 users over GPUs (best layout; ratio to GPUs × one's):")
+    for gpus in (1, 2, 4, 8):
+        pick = layouts.best(layouts.search(moe, rates, "bfloat16", work, h200, gpus))
+        print(f"    {gpus} GPUs: {pick.throughput:8,.0f} tok/s "
+              f"({pick.throughput / (gpus * base):.2f}) {pick.name}")  # fmt: skip
+
+
+def speculation() -> None:
+    print("\nspeculative decoding estimated (a draft head, acceptance 0.5–0.8 assumed), on H100s")
+    for name in ("llama-3.1-8b", "llama-3.1-70b", "mixtral-8x7b"):
+        gpus = {"llama-3.1-8b": 1, "llama-3.1-70b": 4, "mixtral-8x7b": 2}[name]
+        for users in (1, 64, 512):
+            advice, _ = estimate_report(shapes(name), H100, gpus, "bfloat16",
+                                        Workload(512, 128, users))  # fmt: skip
+            said = [r.expected_effect.text for r in advice.recommendations
+                    if r.technique == "speculative"]  # fmt: skip
+            said += [n.why for n in advice.not_recommended if n.technique == "speculative"]
+            print(f"  {name} on {gpus}× H100, {users:3d} users: {said[0] if said else '—'}")
 
 
 def main() -> None:
@@ -129,6 +153,7 @@ def main() -> None:
     moe_bytes()
     layout_table("mixtral-8x7b", 8, Workload(512, 128, 512))
     scaling()
+    speculation()
 
 
 if __name__ == "__main__":
