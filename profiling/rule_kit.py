@@ -23,6 +23,9 @@ Outcome = Recommendation | NotRecommended
 
 
 def weak(technique: str, gain: float, what: str, key: str) -> NotRecommended:
+    """A gain under MIN_GAIN: about the same, or slower where it is as far below 1."""
+    if gain < 1 / MIN_GAIN:
+        return NotRecommended(technique, f"{what}: {gain:.2f}×, slower than without", key)
     return NotRecommended(technique, f"{what}: {gain:.2f}×, about the same", key)
 
 

@@ -56,15 +56,16 @@ def quantization(
         return out
     best, gain = max(scored, key=lambda s: (s[1], -(result.variants[s[0]].weights_bytes or 0)))
     key = f"quantization.variants[{best}]"
-    if gain < MIN_GAIN:
-        what = "decode speed" if serves == "generation" else "requests that fit"
-        return [*out, weak("quantization", gain, f"{result.variants[best].name}: {what}", key)]
     variant = result.variants[best]
     interval = speed_interval(variant, reference)
     if serves == "generation" and interval is not None:
+        # The interval tells a loss, the same speed and the noise apart.
         refused = judged("quantization", f"{variant.name}: decode speed", interval, key)
         if refused is not None:
             return [*out, refused]
+    if gain < MIN_GAIN:
+        what = "decode speed" if serves == "generation" else "requests that fit"
+        return [*out, weak("quantization", gain, f"{variant.name}: {what}", key)]
     rec = Recommendation(
         technique="quantization",
         setting=quant_setting(variant, reference),

@@ -377,3 +377,21 @@ def test_a_quantized_speedup_inside_the_noise_is_inconclusive(
     advice = advise_profile(Profile.from_dict(base), shapes)
     assert "quantization" not in techniques(advice)
     assert any(n.inconclusive for n in advice.not_recommended if n.technique == "quantization")
+
+
+def test_a_quantized_variant_slower_than_the_reference_is_called_slower(
+    base: dict[str, Any], shapes: Shapes
+) -> None:
+    slow = quant_variant("int8", 2_100_000, 0.013, top1=0.99, ppl=20.1)  # fp32 steps 10 ms
+    add_experiment(base, "quantization", quantization_result(slow))
+    advice = advise_profile(Profile.from_dict(base), shapes)
+    (refused,) = [n for n in advice.not_recommended if n.technique == "quantization"]
+    assert "int8: decode speed: 0.77×" in refused.why and "worse than without" in refused.why
+    assert "about the same" not in refused.why
+
+
+def test_a_gain_well_under_one_is_never_called_about_the_same() -> None:
+    from profiling.rule_kit import weak
+
+    assert weak("caching", 0.38, "TTFT cold / warm", "k").why.endswith("0.38×, slower than without")
+    assert weak("caching", 0.98, "TTFT cold / warm", "k").why.endswith("0.98×, about the same")
