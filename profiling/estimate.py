@@ -318,6 +318,7 @@ def project(
     kv_dtype: str = "",
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
+    cached_tokens: int = 0,
 ) -> Projection:
     """TTFT, TPOT, throughput and fit for a workload served by `gpu_count` devices in
     tensor parallel (weights and KV split over them)."""
@@ -325,7 +326,8 @@ def project(
     kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))
     kv = kv_token * concurrency * (prompt_tokens + output_tokens)
     step = StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu)
-    alone = step.seconds(0, 0, ((prompt_tokens, 0),))
+    cached = max(0, min(cached_tokens, prompt_tokens - 1))  # a prefix already in the cache
+    alone = step.seconds(0, 0, ((prompt_tokens - cached, cached),))
     static_step = step.seconds(concurrency, concurrency * (prompt_tokens + output_tokens // 2))
     fits, capacity = None, None
     if gpu is not None:
@@ -338,7 +340,7 @@ def project(
             served = simulate(
                 step, prompt_tokens, output_tokens, concurrency=concurrency, kv_tokens=capacity,
                 ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
-                tpot_slo=tpot_ms / 1e3 if tpot_ms else None,
+                tpot_slo=tpot_ms / 1e3 if tpot_ms else None, cached_tokens=cached,
             )  # fmt: skip
         except ValueError as exc:
             notes.append(f"not served by the simulated engine ({exc})")

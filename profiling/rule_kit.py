@@ -71,6 +71,11 @@ def interval_fields(interval: Interval, of: str = "") -> dict[str, Any]:
     }
 
 
+def your_users(count: int) -> str:
+    """ "your 1 user", "your 16 users" """
+    return f"your {count} user{'s' if count != 1 else ''}"
+
+
 def ms(seconds: float) -> str:
     """The milliseconds of `seconds` as a bare number, for "TPOT 12.3 → 8.10 ms"."""
     return significant(seconds * 1e3)

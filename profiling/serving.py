@@ -133,17 +133,22 @@ def simulate(
     ttft_slo: float | None = None,
     tpot_slo: float | None = None,
     seed: int = 0,
+    cached_tokens: int = 0,
 ) -> Served:
     """Serve `requests` requests of `prompt_tokens` + `output_tokens` to `concurrency`
     closed-loop users (or at `rate` requests/s, open loop) and measure them as a
-    benchmark client would."""
+    benchmark client would. `cached_tokens`: a prefix every prompt shares, already in
+    the prefix cache: each request prefills only the rest (attending to the prefix),
+    and the prefix's KV is held once for all of them."""
     if concurrency <= 0 and rate <= 0:
         raise ValueError("give a concurrency or an arrival rate")
     closed = concurrency > 0
     context = prompt_tokens + output_tokens
+    # The last prompt token is always computed: it gives the first output token.
+    cached = max(0, min(cached_tokens, prompt_tokens - 1))
     limit = max_seqs
     if kv_tokens is not None:
-        limit = min(limit, kv_tokens // context)
+        limit = min(limit, (kv_tokens - cached) // (context - cached))
     if limit < 1:
         raise ValueError("one request's KV cache does not fit the memory left by the weights")
     # Every user served several times, but the engine's share of the work is what costs
@@ -161,20 +166,23 @@ def simulate(
         # t = 0 (with equal lengths a lined-up start would stay in lock-step for ever).
         # A steady step carries the rows' share of prompt work too: one prompt for
         # every `output_tokens` tokens emitted.
-        alone = step.seconds(0, 0, ((prompt_tokens, 0),))
+        fresh = prompt_tokens - cached
+        alone = step.seconds(0, 0, ((fresh, cached),))
         rows = min(concurrency, limit)
-        mixed = min(max_batched_tokens - rows, round(rows * prompt_tokens / max(1, output_tokens)))
-        chunk = ((mixed, prompt_tokens // 2),) if mixed > 0 else ()
+        mixed = min(max_batched_tokens - rows, round(rows * fresh / max(1, output_tokens)))
+        chunk = ((mixed, cached + fresh // 2),) if mixed > 0 else ()
         decode = step.seconds(rows, rows * (prompt_tokens + output_tokens / 2), chunk)
         spread = alone + decode * max(output_tokens - 1, 0)
         for user in range(concurrency):
-            arrivals.append(_Request(user * spread / concurrency, prompt_tokens, output_tokens))
+            arrivals.append(
+                _Request(user * spread / concurrency, prompt_tokens, output_tokens, cached)
+            )
         issued = concurrency
     else:
         t = 0.0
         for _ in range(total):
             t += rng.expovariate(rate)
-            arrivals.append(_Request(t, prompt_tokens, output_tokens))
+            arrivals.append(_Request(t, prompt_tokens, output_tokens, cached))
         issued = total
     arrivals.reverse()
     waiting: list[_Request] = []
@@ -205,7 +213,7 @@ def simulate(
         nonlocal issued, tokens_out
         done.append((request, now))
         if closed and issued < total:  # the same user sends the next request at once
-            waiting.append(_Request(now, request.prompt, request.output))
+            waiting.append(_Request(now, request.prompt, request.output, cached))
             issued += 1
             if issued == total:  # from here on users leave: the steady state ends
                 steady[:] = [now, tokens_out]

@@ -14,8 +14,17 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.caching.results import CachingResult, PrefixPoint
+from profiling.estimate import project
 from profiling.facts import Facts
-from profiling.rule_kit import MIN_GAIN, Outcome, interval_fields, judged, ms, weak
+from profiling.rule_kit import (
+    MIN_GAIN,
+    Outcome,
+    interval_fields,
+    judged,
+    ms,
+    weak,
+    your_users,
+)
 from profiling.stats import Interval, ratio_interval
 from profiling.units import size
 
@@ -100,33 +109,42 @@ def _cache_recommendation(
 
 
 def caching_estimate(facts: Facts) -> list[Outcome]:
-    prefix = facts.workload.shared_prefix_tokens
+    """The workload served by the simulated engine with and without the shared prefix in
+    the prefix cache (each request then prefills only the rest, attending to the prefix,
+    and the prefix's KV is held once): the TTFT ratio, applied to the page's TTFT."""
+    w = facts.workload
+    prefix = w.shared_prefix_tokens
     shapes, calibration = facts.shapes, facts.calibration
     if not prefix or shapes is None or calibration is None:
         return []
-    prompt = facts.workload.prompt_tokens
-    suffix = max(1, prompt - prefix)
 
-    def prefill(tokens: int) -> float:
-        moved = shapes.weights_bytes(facts.dtype) + shapes.kv_bytes_per_token(facts.dtype) * tokens
-        return calibration.prefill.seconds(shapes.prefill_flops(tokens, 1), moved)
+    def ttft(cached: int) -> float:
+        return project(shapes, calibration, facts.dtype, w.prompt_tokens, w.output_tokens,
+                       w.concurrency, facts.gpu, facts.gpu_count, ttft_ms=w.ttft_ms,
+                       tpot_ms=w.tpot_ms, cached_tokens=cached).ttft_seconds  # fmt: skip
 
-    ratio = prefill(prompt) / prefill(suffix)
-    if ratio < 1.05:
-        why = f"the prefill of {prompt - suffix} cached tokens is a small part of TTFT (estimated)"
+    ratio = ttft(0) / ttft(prefix)
+    if ratio < MIN_GAIN:
+        why = (f"the prefill of {prefix} cached tokens is a small part of TTFT at "
+               f"{your_users(w.concurrency)}: {ratio:.2f}× (estimated)")  # fmt: skip
         return [NotRecommended("caching", why, "config.workload.shared_prefix_tokens")]
-    ttft = facts.ttft_seconds
+    before = facts.ttft_seconds
+    after = before / ratio
     return [Recommendation(
         technique="caching",
         setting=f"prefix cache for the shared {prefix}-token system prompt",
         expected_effect=ExpectedEffect(
-            f"TTFT {ratio:.1f}× shorter: {ms(ttft)} → {ms(ttft / ratio)} ms",
-            [Change("ttft_ms", ttft * 1e3, ttft / ratio * 1e3, "ms")]),
+            f"TTFT {ratio:.1f}× shorter: {ms(before)} → {ms(after)} ms at "
+            f"{your_users(w.concurrency)}",
+            [Change("ttft_ms", before * 1e3, after * 1e3, "ms")]),
         evidence=[Evidence("#verdict", f"{facts.timing_key}.ttft",
-                           f"TTFT {ms(ttft)} ms at {prompt} prompt tokens, {prefix} shared")],
-        caveats=["estimated: the caching experiment did not run; only the prefill after the "
-                 "prefix is counted",
-                 f"the cached prefix holds {size(facts.kv_bytes_per_token * prefix)} of KV cache"],
+                           f"TTFT {ms(before)} ms at {w.prompt_tokens} prompt tokens, "
+                           f"{prefix} shared")],
+        caveats=["estimated: the caching experiment did not run; the workload served with "
+                 "and without the prefix cached, each request prefilling the rest of its "
+                 "prompt",
+                 f"the cached prefix holds {size(facts.kv_bytes_per_token * prefix)} of KV cache "
+                 "once for every request"],
         basis=ESTIMATED,
         serves="prompt",
         gain=ratio,

@@ -24,7 +24,7 @@ from profiling.advice_results import (
 )
 from profiling.facts import Facts
 from profiling.precision import weights_format
-from profiling.rule_kit import MIN_GAIN, Outcome, ms
+from profiling.rule_kit import MIN_GAIN, Outcome, ms, your_users
 from profiling.shapes import DTYPE_BYTES, Shapes
 from profiling.step_time import StepModel
 
@@ -89,7 +89,7 @@ def speculative_estimate(facts: Facts) -> list[Outcome] | None:
     else:
         what = f"an acceptance of {low:.1f}–{high:.1f} per drafted token, assumed"
         span = f"{at_low:.2f}–{at_high:.2f}×"
-    users = f"your {w.concurrency} user{'s' if w.concurrency != 1 else ''}"
+    users = your_users(w.concurrency)
     if at_high < MIN_GAIN:
         why = (f"estimated {span} at {users} with K={k} for {what}: verifying K + 1 tokens "
                "per row costs about what the accepted drafts save at this load")  # fmt: skip

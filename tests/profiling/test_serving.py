@@ -142,3 +142,34 @@ def test_the_projection_reports_the_served_percentiles():
     assert p.served.slo_attainment == 1.0
     # The simulation of a whole scenario stays cheap enough for a layout search.
     assert p.served.steps < 5000
+
+
+def test_a_cached_prefix_is_prefilled_no_more_and_held_once():
+    step = h100_step()
+    cold = simulate(step, 2048, 64, concurrency=8)
+    warm = simulate(step, 2048, 64, concurrency=8, cached_tokens=1536)
+    assert warm.ttft.p50 < cold.ttft.p50 / 2  # a quarter of the prompt left to prefill
+    # Room for 3 requests of 2,112 tokens cold; with the prefix's 1,536 held once,
+    # (6,436 - 1,536) // 576 = 8.
+    cold_room = simulate(step, 2048, 64, concurrency=16, kv_tokens=3 * 2112 + 100)
+    warm_room = simulate(step, 2048, 64, concurrency=16, kv_tokens=3 * 2112 + 100,
+                         cached_tokens=1536)  # fmt: skip
+    assert (cold_room.max_running, warm_room.max_running) == (3, 8)
+
+
+def test_the_prefix_cache_estimate_is_the_served_ttft_with_and_without_it():
+    from profiling.advice.build import estimate_report
+    from profiling.config import Workload
+
+    work = Workload(prompt_tokens=2048, output_tokens=128, concurrency=16,
+                    shared_prefix_tokens=1536)  # fmt: skip
+    advice, points = estimate_report(llama8b(), lookup("H100"), 1, "bfloat16", work)
+    (rec,) = [r for r in advice.recommendations if r.technique == "caching"]
+    (ttft,) = [p.predicted for p in points if p.metric == "ttft_seconds"]
+    (change,) = rec.expected_effect.changes
+    assert change.before == pytest.approx(ttft * 1e3)  # the TTFT the page shows
+    rates = assumed(lookup("H100"), "bfloat16", llama8b().num_layers)
+    warm = project(llama8b(), rates, "bfloat16", 2048, 128, 16, lookup("H100"),
+                   cached_tokens=1536)  # fmt: skip
+    assert change.after == pytest.approx(warm.ttft_seconds * 1e3)
+    assert "at your 16 users" in rec.expected_effect.text
