@@ -27,6 +27,7 @@ from profiling.precision import weights_format
 from profiling.rule_kit import MIN_GAIN, Outcome, ms, your_users
 from profiling.shapes import DTYPE_BYTES, Shapes
 from profiling.step_time import StepModel
+from profiling.units import size
 
 # Acceptance per drafted token assumed where the user gives none: not measured, a range
 # wide enough that a gain found at its low end does not rest on a lucky draft.
@@ -74,6 +75,11 @@ def speculative_estimate(facts: Facts) -> list[Outcome] | None:
     shapes, rates, w = facts.shapes, facts.calibration, facts.workload
     if facts.basis != ESTIMATED or shapes is None or rates is None:
         return None
+    if facts.fit is not None and not facts.fit.fits:
+        why = (f"set aside while the model does not fit: weights and KV cache need "
+               f"{size(facts.fit.required_bytes)} of {size(facts.fit.available_bytes)} usable; "
+               "the capacity advice comes first")  # fmt: skip
+        return [NotRecommended("speculative", why, "memory.fit")]
     step = StepModel(shapes, rates, facts.dtype, "", facts.gpu_count, facts.gpu)
     rows = max(1, facts.served.max_running if facts.served else w.concurrency)
     rows = min(rows, w.concurrency)
@@ -99,6 +105,7 @@ def speculative_estimate(facts: Facts) -> list[Outcome] | None:
                "the acceptance your draft reaches, which only the experiment measures")  # fmt: skip
         return [NotRecommended("speculative", why, KEY)]
     plain = step.seconds(rows, context)
+    per_param = DTYPE_BYTES.get(weights_format(facts.dtype), 2)
     one = f", {alone:.2f}× at one user" if w.concurrency > 1 else ""
     before = facts.tpot_seconds
     after = before - plain * (1 - 1 / at_mid)
@@ -121,7 +128,8 @@ def speculative_estimate(facts: Facts) -> list[Outcome] | None:
                 "speculative experiment measures it on your model and prompts",
                 f"{tokens_per_pass(middle, k):.2f} tokens per target pass at acceptance "
                 f"{middle:.2f}; each pass verifies {k + 1} tokens per row, and the draft head "
-                f"({draft_params(shapes) / 1e9:.2f} B parameters) runs {k} pass"
+                f"({draft_params(shapes) / 1e9:.2f} B parameters, "
+                f"{size(draft_params(shapes) * per_param)}) runs {k} pass"
                 + ("es" if k > 1 else "")
                 + " per target pass",
                 "the prompt chunks mixed into decode steps are not sped up",

@@ -85,3 +85,9 @@ def test_an_acceptance_outside_zero_to_one_is_refused(capsys):
 
     assert cli.main(["estimate", "llama-3.1-8b", "--gpu", "H100", "--spec-acceptance", "1.5"]) == 2
     assert "--spec-acceptance 1.5: give a share from 0 to below 1" in capsys.readouterr().err
+
+
+def test_no_speculation_is_promised_on_a_deployment_that_does_not_fit():
+    _, _, recs, (refused,) = spec("llama-3.1-70b", 4)  # 131 GiB of bf16 on one 80 GB H100
+    assert not recs
+    assert refused.why.startswith("set aside while the model does not fit: weights and KV")
