@@ -174,10 +174,13 @@ class Shapes:
             return 0.0
         return 3 * self.hidden_size * self.moe_intermediate_size * DTYPE_BYTES[dtype]
 
+    def experts_weights_bytes(self, dtype: str) -> float:
+        """Every expert of every layer; 0 for a dense model."""
+        return self.num_layers * self.num_experts * self.expert_bytes(dtype)
+
     def shared_weights_bytes(self, dtype: str) -> float:
         """Every weight but the experts': what each expert-parallel rank holds whole."""
-        experts = self.num_layers * self.num_experts * self.expert_bytes(dtype)
-        return self.weights_bytes(dtype) - experts
+        return self.weights_bytes(dtype) - self.experts_weights_bytes(dtype)
 
 
 def shapes_or_none(model_config: dict[str, Any]) -> Shapes | None:

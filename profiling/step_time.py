@@ -108,10 +108,18 @@ class StepModel:
 
 
 def kv_capacity_tokens(
-    shapes: Shapes, dtype: str, kv_dtype: str, gpu: GPU | None, devices: int, usable: int | None
+    shapes: Shapes,
+    dtype: str,
+    kv_dtype: str,
+    gpu: GPU | None,
+    devices: int,
+    usable: int | None,
+    weights: float | None = None,
 ) -> int | None:
-    """Tokens of KV cache the memory left by the weights holds (None: not limited)."""
+    """Tokens of KV cache the memory left by the weights holds (None: not limited);
+    `weights`: what the devices hold, where not the whole model."""
     if gpu is None or usable is None:
         return None
-    room = usable * devices - shapes.weights_bytes(weights_format(dtype))
+    held = shapes.weights_bytes(weights_format(dtype)) if weights is None else weights
+    room = int(usable * devices - held)
     return max(0, room // max(1, shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))))

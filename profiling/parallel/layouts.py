@@ -30,7 +30,7 @@ from profiling.config import Workload
 from profiling.estimate import Calibration
 from profiling.hardware import GPU
 from profiling.memory import activation_bytes, usable_bytes
-from profiling.precision import kv_format, weights_format
+from profiling.precision import weights_format
 from profiling.serving import Served, simulate
 from profiling.shapes import Shapes
 from profiling.step_time import (
@@ -95,8 +95,7 @@ class ExpertParallel:
 
     def weights_held(self) -> float:
         s = self.step.shapes
-        experts = s.num_layers * s.num_experts * s.expert_bytes(self.format)
-        return s.shared_weights_bytes(self.format) + experts / self.ep
+        return s.shared_weights_bytes(self.format) + s.experts_weights_bytes(self.format) / self.ep
 
 
 @dataclass
@@ -170,12 +169,11 @@ def _serve(
     # is served like a tp-way engine whose pass also crosses the stage boundaries.
     groups = min(layout.pp, layout.users)
     step = Staged(StepModel(shapes, calibration, dtype, "", layout.tp, gpu), layout.pp)
-    ttft = w.ttft_ms / 1e3 if w.ttft_ms else None
-    tpot = w.tpot_ms / 1e3 if w.tpot_ms else None
+    ttft, tpot = _targets(w)
     served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
                       concurrency=math.ceil(layout.users / groups), kv_tokens=capacity // groups,
                       ttft_slo=ttft, tpot_slo=tpot)  # fmt: skip
-    _served(layout, served, groups, w)
+    _served(layout, served, groups, ttft, tpot)
     if layout.pp > layout.users:
         layout.notes.append(f"{layout.pp - layout.users} of {layout.pp} stages idle: fewer "
                             "users than stages (pipeline bubbles)")  # fmt: skip
@@ -189,16 +187,21 @@ def _serve_experts(
     memory the shared weights and its experts leave."""
     step = ExpertParallel(StepModel(shapes, calibration, dtype, "", 1, gpu), layout.ep)
     usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, 1))
-    kv_token = shapes.kv_bytes_per_token(kv_format(dtype))
-    capacity = max(0, int(usable - step.weights_held())) // max(1, kv_token)
+    capacity = kv_capacity_tokens(shapes, dtype, "", gpu, 1, usable, step.weights_held())
     users = math.ceil(layout.users / layout.ep)
-    if capacity < w.context_tokens * users:
+    if capacity is None or capacity < w.context_tokens * users:
         return layout
-    served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
-                      concurrency=users, kv_tokens=capacity,
-                      ttft_slo=w.ttft_ms / 1e3 if w.ttft_ms else None,
-                      tpot_slo=w.tpot_ms / 1e3 if w.tpot_ms else None)  # fmt: skip
-    _served(layout, served, layout.ep, w)
+    ttft, tpot = _targets(w)
+    served = simulate(
+        step,
+        w.prompt_tokens,
+        w.output_tokens,  # type: ignore[arg-type]
+        concurrency=users,
+        kv_tokens=capacity,
+        ttft_slo=ttft,
+        tpot_slo=tpot,
+    )
+    _served(layout, served, layout.ep, ttft, tpot)
     layout.notes.append(
         f"serve with vLLM's --data-parallel-size {layout.ep} --enable-expert-parallel; "
         "routing is taken as even and the experts' grouped matrix products as running at "
@@ -207,13 +210,19 @@ def _serve_experts(
     return layout
 
 
-def _served(layout: Layout, served: Served, engines: int, w: Workload) -> None:
-    """Record what `engines` engines of one copy, each as `served`, give over all copies."""
+def _targets(w: Workload) -> tuple[float | None, float | None]:
+    """The user's TTFT and TPOT targets in seconds (None where not given)."""
+    return (w.ttft_ms / 1e3 if w.ttft_ms else None, w.tpot_ms / 1e3 if w.tpot_ms else None)
+
+
+def _served(
+    layout: Layout, served: Served, engines: int, ttft: float | None, tpot: float | None
+) -> None:
+    """Record what `engines` engines of one copy, each as `served`, give over all copies,
+    and whether they meet the targets at p90."""
     layout.fits = True
     layout.served = served
     layout.throughput = served.output_tokens_per_second * engines * layout.replicas
-    ttft = w.ttft_ms / 1e3 if w.ttft_ms else None
-    tpot = w.tpot_ms / 1e3 if w.tpot_ms else None
     if ttft is not None or tpot is not None:
         layout.meets = (ttft is None or served.ttft.p90 <= ttft) and (
             tpot is None or served.tpot.p90 <= tpot

@@ -50,14 +50,18 @@ def draft_params(shapes: Shapes) -> int:
     return layer + shapes.head_params
 
 
+def draft_bytes(shapes: Shapes, dtype: str) -> float:
+    """The draft head's weights in the target's weight format."""
+    return draft_params(shapes) * DTYPE_BYTES.get(weights_format(dtype), 2)
+
+
 def draft_seconds(step: StepModel, rows: int, context: float) -> float:
     """One draft pass over `rows` rows: the head's weights once, one layer's KV per row."""
     s = step.shapes
-    params = draft_params(s)
-    per = DTYPE_BYTES.get(weights_format(step.dtype), 2)
     kv = step.kv_token / max(1, s.num_layers) * context
     n = step.devices
-    return step.rates.decode.seconds(2.0 * params * rows / n, (params * per + kv) / n)
+    flops = 2.0 * draft_params(s) * rows
+    return step.rates.decode.seconds(flops / n, (draft_bytes(s, step.dtype) + kv) / n)
 
 
 def speedup(step: StepModel, rows: int, context: float, acceptance: float, k: int) -> float:
@@ -105,7 +109,6 @@ def speculative_estimate(facts: Facts) -> list[Outcome] | None:
                "the acceptance your draft reaches, which only the experiment measures")  # fmt: skip
         return [NotRecommended("speculative", why, KEY)]
     plain = step.seconds(rows, context)
-    per_param = DTYPE_BYTES.get(weights_format(facts.dtype), 2)
     one = f", {alone:.2f}× at one user" if w.concurrency > 1 else ""
     before = facts.tpot_seconds
     after = before - plain * (1 - 1 / at_mid)
@@ -129,7 +132,7 @@ def speculative_estimate(facts: Facts) -> list[Outcome] | None:
                 f"{tokens_per_pass(middle, k):.2f} tokens per target pass at acceptance "
                 f"{middle:.2f}; each pass verifies {k + 1} tokens per row, and the draft head "
                 f"({draft_params(shapes) / 1e9:.2f} B parameters, "
-                f"{size(draft_params(shapes) * per_param)}) runs {k} pass"
+                f"{size(draft_bytes(shapes, facts.dtype))}) runs {k} pass"
                 + ("es" if k > 1 else "")
                 + " per target pass",
                 "the prompt chunks mixed into decode steps are not sped up",
