@@ -131,11 +131,12 @@ def _run(
     base = baseline.run_baseline(subject, plan, clock, span(progress, *spans["baseline"]))
     phases.done("baseline")
 
+    # Read from the config once: the fit check, the parallel plans and the advice use them.
+    loaded.info.shapes = shapes_or_none(loaded.model.config.to_dict())
     fit_gpu, count = target_gpu or local_gpu, config.hardware.gpu_count
     fit = None
     if fit_gpu:
-        shapes = shapes_or_none(loaded.model.config.to_dict())
-        peak = memory.activation_bytes(shapes, dtype, count)
+        peak = memory.activation_bytes(loaded.info.shapes, dtype, count)
         fit = memory.fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak)
     profile = Profile(
         config=config,
@@ -198,7 +199,8 @@ def _prefer_engine_verdict(profile: Profile, fit: FitCheck | None) -> None:
 
 
 def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
-    """Set `profile.advice` and `profile.predictions` from the measurements (pure arithmetic).
+    """Set `profile.advice` and `profile.predictions` from the measurements (pure arithmetic),
+    on the shapes the run read (`model_config` again only to say why they are missing).
 
     A failure here must not cost the measurements: it becomes a warning.
     """
@@ -206,7 +208,7 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
     from profiling.shapes import Shapes
 
     try:
-        shapes = Shapes.from_config(model_config)
+        shapes = profile.model.shapes or Shapes.from_config(model_config)
         profile.model.shapes = shapes
         profile.predictions = profile_predictions(profile, shapes)
         profile.advice = advise_profile(profile, shapes) if profile.verdict else None

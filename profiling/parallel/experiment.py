@@ -52,7 +52,6 @@ from profiling.parallel.results import (
     PlanInputs,
 )
 from profiling.resident import set_aside
-from profiling.shapes import shapes_or_none
 from profiling.units import size
 
 PHASE = "parallel"
@@ -73,7 +72,7 @@ def run_for_context(context: Any) -> ParallelResult:
     progress = context.progress
     progress(PHASE, 0.0, "per-device memory plans")
     gpu, memory, memory_source = _target_memory(config, profile)
-    shape = _shape(loaded.model, profile.memory.kv_cache_bytes_per_token)
+    shape = _shape(loaded.model, profile.memory.kv_cache_bytes_per_token, profile.model.shapes)
     kv_tokens = config.workload.concurrency * config.workload.context_tokens
     plan_list = plans.all_plans(shape, kv_tokens, memory, config.hardware.gpu_count)
     inputs = _inputs(shape, config, gpu, memory, memory_source)
@@ -138,7 +137,7 @@ def _tp_sizes(config: Any) -> tuple[int, int, int]:
 # -- plans ----------------------------------------------------------------------
 
 
-def _shape(model: Any, kv_bytes_per_token: int) -> plans.ModelShape:
+def _shape(model: Any, kv_bytes_per_token: int, shapes: Any) -> plans.ModelShape:
     text = model.config.get_text_config(decoder=True)
     heads = text.num_attention_heads
     return plans.shape_of(
@@ -147,7 +146,7 @@ def _shape(model: Any, kv_bytes_per_token: int) -> plans.ModelShape:
         kv_heads=getattr(text, "num_key_value_heads", None) or heads,
         kv_bytes_per_token=kv_bytes_per_token,
         kv_split_by_heads=not getattr(text, "kv_lora_rank", None),
-        shapes=shapes_or_none(model.config.to_dict()),
+        shapes=shapes,
         dtype=str(model.dtype).removeprefix("torch."),
     )
 
