@@ -65,12 +65,27 @@ def probe_devices() -> list[dict[str, Any]]:
     return devices
 
 
-def probe_engines() -> dict[str, str]:
-    """The serving engines this worker can measure on, with their versions ({} if none)."""
+def probe_engines(devices: list[dict[str, Any]]) -> dict[str, str]:
+    """The serving engines this worker can measure on, with their versions ({} if none).
+    An engine whose benchmark client dies on this machine's CPU is not offered."""
     from profiling.engine import ENGINES
 
-    found = {name: engine.version() for name, engine in ENGINES.items()}
-    return {name: version for name, version in found.items() if version}
+    device = engine_device(devices)
+    found = {}
+    for name, engine in ENGINES.items():
+        version = engine.version(device=device)
+        if not version:
+            continue
+        if unusable := engine.client_unusable(device=device):
+            log.warning("%s %s not offered: %s", name, version, unusable)
+            continue
+        found[name] = version
+    return found
+
+
+def engine_device(devices: list[dict[str, Any]]) -> str:
+    """The device this worker's engine serves on: its GPUs when it has any."""
+    return "cuda" if any(d.get("device", "cpu") != "cpu" for d in devices) else "cpu"
 
 
 def _parse_devices(stdout: str) -> list[dict[str, Any]] | None:
@@ -115,7 +130,7 @@ class Announcer(threading.Thread):
 
     def probe(self) -> None:
         self.devices = probe_devices()
-        self.engines = probe_engines()
+        self.engines = probe_engines(self.devices)
 
     def beat(self) -> None:
         from advisor.jobs.models import Worker

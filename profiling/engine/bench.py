@@ -16,7 +16,7 @@ from pathlib import Path
 from profiling.engine.interface import Engine, MetricNames
 from profiling.engine.metrics import Metrics, parse_metrics
 from profiling.engine.results import ServerCounters, ServingPoint, Spread
-from profiling.engine.server import EngineFailed
+from profiling.engine.server import EngineFailed, ended, tail
 from profiling.results import percentile
 
 
@@ -62,8 +62,10 @@ def run_all(
     runs: list[Run],
     folder: Path,
     timeout_s: float,
+    env: dict[str, str],
 ) -> list[ServingPoint]:
-    """Every run against the server at `url`; raises EngineFailed with the client's reason."""
+    """Every run against the server at `url`, the client in the engine's environment
+    `env` (the server's); raises EngineFailed with the client's reason."""
     plan = [
         {"argv": _argv(engine, r, url, model, folder), "metrics_url": f"{url}/metrics",
          "prefix": str(folder / r.name)}
@@ -77,13 +79,19 @@ def run_all(
             done = subprocess.run(
                 [str(python), "-I", str(engine.DRIVER), str(plan_path)],
                 stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s,
-                env=engine.client_environment(),
+                env=env,
             )  # fmt: skip
     except subprocess.TimeoutExpired:
-        raise EngineFailed(f"the benchmark did not finish within {timeout_s:.0f} s") from None
+        said = log_path.read_text(errors="replace")
+        raise EngineFailed(
+            f"the benchmark did not finish within {timeout_s:.0f} s", {"client": tail(said)}
+        ) from None
     if done.returncode != 0:
         said = log_path.read_text(errors="replace")
-        raise EngineFailed("benchmark: " + engine.failure_reason(said))
+        raise EngineFailed(
+            "benchmark: " + ended(done.returncode, said, engine.failure_reason),
+            {"client": tail(said)},
+        )
     try:
         return [read_point(r, folder, engine.METRICS) for r in runs]
     except (OSError, KeyError, ValueError) as exc:

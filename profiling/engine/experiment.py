@@ -28,7 +28,7 @@ from profiling.engine import ENGINES, bench, client
 from profiling.engine.interface import Engine
 from profiling.engine.plan import CHECK_PROMPTS, CHECK_TOKENS, EVAL_WINDOW, NGRAM, EnginePlan
 from profiling.engine.results import EngineResult, Launch, ServingPoint
-from profiling.engine.server import EngineFailed, Server
+from profiling.engine.server import EngineFailed, Server, tail
 from profiling.engine.techniques import (
     measure_quantization,
     measure_speculative,
@@ -85,15 +85,20 @@ class Session:
         return Server(
             lambda port: engine.server_argv(self.python, port, flags),
             log,
-            engine.environment(self.target.device, tensor_parallel),
+            self.environment(tensor_parallel),
             self.plan.start_timeout_s,
             engine.failure_reason,
         )
+
+    def environment(self, tensor_parallel: int = 1) -> dict[str, str]:
+        """The one environment of the server, its client and any probe of this profile."""
+        return self.engine.environment(self.target.device, tensor_parallel)
 
     def failed(self, purpose: str, exc: Exception) -> str:
         reason = str(exc) or type(exc).__name__
         if self.launches and self.launches[-1].purpose == purpose:
             self.launches[-1].status, self.launches[-1].error = "failed", reason
+            self.launches[-1].logs = getattr(exc, "logs", {})
         self.failures.append(f"{purpose}: engine failed: {reason}")
         return reason
 
@@ -102,11 +107,16 @@ class Session:
         self.launches[-1].start_s = round(server.start_seconds, 1)
 
     def runs(self, server: Server, runs: list[bench.Run]) -> list[ServingPoint]:
+        """The client's runs against `server`; a failure keeps both logs' last lines."""
         t = self.target
-        return bench.run_all(
-            self.engine, self.python, server.url, t.model, runs, self.folder,
-            self.plan.run_timeout_s,
-        )  # fmt: skip
+        try:
+            return bench.run_all(
+                self.engine, self.python, server.url, t.model, runs, self.folder,
+                self.plan.run_timeout_s, self.environment(),
+            )  # fmt: skip
+        except EngineFailed as exc:
+            exc.logs.setdefault("server", tail(server.log_text()))
+            raise
 
     def workload(self, concurrency: int) -> bench.Prompts:
         """The prompts of the run at `concurrency`: the same on every server, so variants
@@ -143,7 +153,7 @@ def run_engine(
     started = time.monotonic()
     engine = ENGINES[target.engine]
     python = engine.python_path()
-    version = engine.version(python)
+    version = engine.version(python, target.device)
     result = EngineResult(
         name=engine.NAME, version=version or "", command="",
         serve_command=engine.serve_command(target.model, engine.server_flags(

@@ -171,6 +171,9 @@ class Launch:
     status: str  # "ran" or "failed"
     start_s: float | None = None
     error: str = ""
+    # On a failure: the last lines of each log that says more ({"server": [...],
+    # "client": [...]}), shown folded under it on the report.
+    logs: dict[str, list[str]] = field(default_factory=dict)
 
 
 @dataclass

@@ -34,8 +34,56 @@ STOP_TIMEOUT_S = 30.0
 PORT_RETRIES = 3
 
 
+LOG_TAIL_LINES = 40
+
+
 class EngineFailed(RuntimeError):
-    """The engine did not start or did not finish: the message is its reason."""
+    """The engine did not start or did not finish: the message is its reason, and
+    `logs` keeps the last lines of each log that says more ({"server": [...]})."""
+
+    def __init__(self, reason: str, logs: dict[str, list[str]] | None = None) -> None:
+        super().__init__(reason)
+        self.logs = logs or {}
+
+
+def tail(text: str, lines: int = LOG_TAIL_LINES) -> list[str]:
+    return text.splitlines()[-lines:]
+
+
+# What a signal that ended an engine process most often means there.
+SIGNAL_MEANING = {
+    "SIGILL": "illegal instruction: a binary built for a CPU feature this machine lacks",
+    "SIGKILL": "killed outright: most often the kernel's out-of-memory killer",
+    "SIGSEGV": "segmentation fault: a crash in native code",
+    "SIGBUS": "bus error: a crash in native code, or shared memory ran out",
+    "SIGABRT": "aborted by native code",
+    "SIGTERM": "terminated from outside",
+}
+
+
+def signal_of(returncode: int | None) -> signal.Signals | None:
+    """The signal that ended a process: negative from Popen, 128 + n from a shell
+    or from our guard; None for an ordinary exit."""
+    if returncode is None:
+        return None
+    number = -returncode if returncode < 0 else returncode - 128 if returncode > 128 else 0
+    try:
+        return signal.Signals(number) if number else None
+    except ValueError:
+        return None
+
+
+def ended(returncode: int | None, log: str, reason: Callable[[str], str]) -> str:
+    """Why a process of the engine's stopped: the signal by name and meaning when one
+    ended it, then the reason its log gives; "no output" and the status for a silent one."""
+    said = reason(log) if log.strip() else ""
+    killed = signal_of(returncode)
+    if killed is not None:
+        meaning = SIGNAL_MEANING.get(killed.name, signal.strsignal(killed) or "")
+        head = f"killed by {killed.name} ({meaning})"
+        return f"{head}: {said}" if said else f"{head}; no output"
+    status = "no exit status" if returncode is None else f"exit status {returncode}"
+    return said or f"no output ({status})"
 
 
 def free_port() -> int:
@@ -87,24 +135,29 @@ class Server:
 
     def _start_once(self) -> None:
         started = time.monotonic()
+        self._status_path.unlink(missing_ok=True)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", str(GUARD), "--", *self._command(self.port)],
+                [sys.executable, "-I", str(GUARD), "--status", str(self._status_path), "--",
+                 *self._command(self.port)],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 env=self._env, start_new_session=True,
             )  # fmt: skip
         while True:
             if self._process.poll() is not None:
                 self.stop()
-                raise EngineFailed(self._reason(self.log_text()))
+                code, text = self.exit_status(), self.log_text()
+                raise EngineFailed(ended(code, text, self._reason), {"server": tail(text)})
             if self._healthy():
                 self.start_seconds = time.monotonic() - started
                 return
             if time.monotonic() - started > self._timeout:
                 self.stop()
+                text = self.log_text()
                 raise EngineFailed(
                     f"the engine did not become healthy within {self._timeout:.0f} s"
-                    + _last_words(self._reason(self.log_text()))
+                    + _last_words(self._reason(text) if text.strip() else ""),
+                    {"server": tail(text)},
                 )
             time.sleep(1.0)
 
@@ -118,6 +171,18 @@ class Server:
     def metrics(self) -> Metrics:
         with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
             return parse_metrics(response.read().decode())
+
+    @property
+    def _status_path(self) -> Path:
+        return self.log_path.with_name(self.log_path.name + ".status")
+
+    def exit_status(self) -> int | None:
+        """The server's own exit status as its guard saw it (128 + n for signal n);
+        None when the guard could not say (it was killed itself)."""
+        try:
+            return int(self._status_path.read_text())
+        except (OSError, ValueError):
+            return None
 
     def log_text(self) -> str:
         try:

