@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig  # noqa: E402
 
+from profiling.options import FULL_KS, QUICK_KS  # noqa: E402
 from profiling.prompts import PromptSet, load_prompts  # noqa: E402
 from profiling.speculative import experiment as speculative  # noqa: E402
 from profiling.speculative.results import SpeculativeResult  # noqa: E402
@@ -113,7 +114,7 @@ def _ints(text: str) -> list[int]:
 def _ks(args: argparse.Namespace) -> list[int]:
     if args.ks:
         return _ints(args.ks)
-    return speculative.QUICK_KS if args.quick else speculative.DEFAULT_KS
+    return list(QUICK_KS if args.quick else FULL_KS)
 
 
 def _prompts(args: argparse.Namespace) -> PromptSet:

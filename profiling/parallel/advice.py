@@ -19,6 +19,7 @@ from profiling.facts import Facts
 from profiling.memory import activation_bytes, usable_bytes
 from profiling.parallel import split_serving
 from profiling.parallel.layout_advice import layout_advice
+from profiling.parallel.plans import TP_SIZES
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
 from profiling.rule_kit import (
     DISAGGREGATION_MIN_SPIKE,
@@ -33,8 +34,6 @@ from profiling.shapes import DTYPE_BYTES
 from profiling.stats import ratio_interval
 from profiling.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
 from profiling.units import size
-
-TP_SIZES = (1, 2, 4, 8)
 
 
 def parallel(

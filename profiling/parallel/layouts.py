@@ -30,6 +30,7 @@ from profiling.config import Workload
 from profiling.estimate import Calibration
 from profiling.hardware import GPU
 from profiling.memory import activation_bytes, usable_bytes
+from profiling.parallel.plans import TP_SIZES
 from profiling.precision import weights_format
 from profiling.serving import Served, simulate
 from profiling.shapes import Shapes
@@ -41,7 +42,7 @@ from profiling.step_time import (
     link_bytes_per_second,
 )
 
-SIZES = (1, 2, 4, 8)
+SIZES = TP_SIZES  # every degree the search tries (TP, PP, EP) is one of the TP sizes
 TIE = 0.02  # throughputs this close are one throughput
 SEND_LATENCY_S = 10e-6  # one point-to-point send between stages (assumed, as the all-reduce's)
 

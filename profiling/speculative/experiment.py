@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiling.cost import record
+from profiling.options import FULL_KS, QUICK_KS
 from profiling.progress import Progress, ticker
 from profiling.prompts import PromptSet, load_prompts
 from profiling.speculative import budget
@@ -45,8 +46,6 @@ from profiling.speculative.results import (
 )
 from profiling.timing import Clock, clock_for
 
-DEFAULT_KS = [1, 2, 3, 4, 6, 8]
-QUICK_KS = [1, 2, 4]
 QUICK_MAX_BATCH = 8
 FULL_MAX_BATCH = 32
 QUICK_PROMPTS = 6
@@ -94,7 +93,7 @@ def make_plan(quick: bool, concurrency: int, output_tokens: int) -> SpeculativeP
     if quick:
         prompts = PromptSet(prompts.version, prompts.prompts[:QUICK_PROMPTS])
     return SpeculativePlan(
-        ks=list(QUICK_KS if quick else DEFAULT_KS),
+        ks=list(QUICK_KS if quick else FULL_KS),
         batch_sizes=sorted({1, min(max(1, concurrency), cap)}),
         max_new_tokens=max(1, min(output_tokens, QUICK_NEW_TOKENS if quick else FULL_NEW_TOKENS)),
         prompts=prompts,
