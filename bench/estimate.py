@@ -24,10 +24,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from profiling import hardware  # noqa: E402
 from profiling.advice.build import estimate_report  # noqa: E402
 from profiling.config import ProfileConfig, Workload  # noqa: E402
 from profiling.estimate import leave_one_out, median_abs_error, shipped_configs  # noqa: E402
+from profiling.measure import hardware  # noqa: E402
 from profiling.shapes import Shapes  # noqa: E402
 
 GOAL_MS, GOAL_ERROR = 200.0, 0.10

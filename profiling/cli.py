@@ -262,7 +262,7 @@ def _job_failed(out: Path, exc: Exception) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from profiling.environment import list_devices
+    from profiling.measure.environment import list_devices
 
     print(json.dumps(list_devices(), indent=1))
     return EXIT_OK

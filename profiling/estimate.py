@@ -27,7 +27,7 @@ from importlib import resources
 from typing import Any, Protocol
 
 from profiling import serde
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 from profiling.memory import activation_bytes, usable_bytes
 from profiling.precision import PRECISIONS, kv_format, weights_format
 from profiling.rate_fit import Point, best_fit

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profiling import hardware
 from profiling.config import ConfigError, Hardware
+from profiling.measure import hardware
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_DTYPE = "bfloat16"

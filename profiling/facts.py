@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling import hardware, memory
+from profiling import memory
 from profiling.advice_results import ESTIMATED, MEASURED
 from profiling.config import Workload
 from profiling.estimate import Calibration, Projection
-from profiling.hardware import GPU
+from profiling.measure import hardware
+from profiling.measure.hardware import GPU
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
 from profiling.serving import Served
 from profiling.shapes import DTYPE_BYTES, Shapes

@@ -232,7 +232,7 @@ def load(
     applied while the weights load; config-only models cannot take one.
     """
     progress = progress or _noop
-    from profiling.progress import span
+    from profiling.measure.progress import span
 
     progress("load", 0.0, f"finding {config.model}")
     source = resolve(config, span(progress, 0.0, 0.5))  # a first demo build takes a while

@@ -13,7 +13,7 @@ from itertools import chain
 from typing import Any
 
 from profiling.config import Workload
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 from profiling.precision import kv_format
 from profiling.results import FitCheck
 from profiling.serving import MAX_BATCHED_TOKENS, MAX_SEQS

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 
 # Quantized kernels do more than read bytes: an assumed share added to the time the
 # bytes take. Weight-only kernels unpack each weight (int4 kernels are published at

@@ -86,7 +86,7 @@ class Environment:
     # The physical GPUs this run was given (CUDA_VISIBLE_DEVICES: "2,3"), "" when unset;
     # `device` "cuda:0" is the first of them.
     visible_devices: str = ""
-    # Measured at the start of the run (profiling.bandwidth): a device-to-device copy
+    # Measured at the start of the run (profiling.measure.bandwidth): a device-to-device copy
     # (bytes read + written per second) and a read-only pass.
     copy_bandwidth_bytes_per_second: float | None = None
     read_bandwidth_bytes_per_second: float | None = None
@@ -177,7 +177,7 @@ class DecodePoint:
     achieved_bytes_per_second: float
     peak_bytes_per_second: float | None = None
     fraction_of_peak: float | None = None
-    # How the step ran (profiling.decode_path): "static-compiled",
+    # How the step ran (profiling.measure.decode_path): "static-compiled",
     # "static" or "eager"; `path_reason` says why when it is not the fastest.
     # Results written before this was recorded ran "eager".
     path: str = "eager"

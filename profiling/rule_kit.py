@@ -13,7 +13,7 @@ from typing import Any
 
 from profiling.advice_results import Change, NotRecommended, Recommendation
 from profiling.facts import Facts
-from profiling.stats import WORSE, Interval
+from profiling.measure.stats import WORSE, Interval
 from profiling.units import significant
 
 MIN_GAIN = 1.05

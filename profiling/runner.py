@@ -11,18 +11,18 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-from profiling import hardware
 from profiling.config import ConfigError, ProfileConfig
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
 from profiling.experiments import Experiment, ExperimentContext
+from profiling.measure import hardware
+from profiling.measure.progress import Progress, no_progress, span
+from profiling.measure.resident import set_aside
+from profiling.measure.timing import Clock
 from profiling.profile import Profile
-from profiling.progress import Progress, no_progress, span
-from profiling.resident import set_aside
 from profiling.results import FitCheck, MemoryResult
 from profiling.shapes import shapes_or_none
 from profiling.techniques import BY_NAME
 from profiling.techniques import experiment as get_experiment
-from profiling.timing import Clock
 from profiling.units import size
 
 # Planned work in seconds of a quick demo run on two CPU cores (see Technique.work);
@@ -91,8 +91,9 @@ def _run(
 ) -> Profile:
     import torch
 
-    from profiling import bandwidth, environment, loading, memory, timing
+    from profiling import loading, memory
     from profiling.experiments import baseline, baseline_plan
+    from profiling.measure import bandwidth, environment, timing
     from profiling.verdict import verdict
 
     started = environment.utc_now()
@@ -236,7 +237,7 @@ def busy_machine_warning() -> str | None:
 def _local_gpu(device: str) -> hardware.GPU | None:
     if not device.startswith("cuda"):
         return None
-    from profiling.environment import device_description
+    from profiling.measure.environment import device_description
 
     return hardware.match_device_name(device_description(device)[0])
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 from profiling.precision import kv_format, weights_format
 from profiling.shapes import Shapes
 

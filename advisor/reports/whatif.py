@@ -14,13 +14,13 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling import hardware
 from profiling.advice.build import advise
 from profiling.advice_results import Advice
 from profiling.config import Workload
 from profiling.estimate import Calibration, PhaseRate, Projection, assumed, calibrate, project
 from profiling.facts import Facts
-from profiling.hardware import GPU
+from profiling.measure import hardware
+from profiling.measure.hardware import GPU
 from profiling.precision import PRECISIONS
 from profiling.profile import Profile
 from profiling.results import FitCheck

@@ -42,7 +42,7 @@ from profiling.estimate import (
     relative_error,
 )
 from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 from profiling.profile import Experiments, Profile
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
 from profiling.shapes import Shapes

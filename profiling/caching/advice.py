@@ -16,6 +16,7 @@ from profiling.advice_results import (
 from profiling.caching.results import CachingResult, PrefixPoint
 from profiling.estimate import project
 from profiling.facts import Facts
+from profiling.measure.stats import Interval, ratio_interval
 from profiling.rule_kit import (
     MIN_GAIN,
     Outcome,
@@ -25,7 +26,6 @@ from profiling.rule_kit import (
     weak,
     your_users,
 )
-from profiling.stats import Interval, ratio_interval
 from profiling.units import size
 
 

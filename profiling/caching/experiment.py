@@ -30,8 +30,8 @@ from profiling.caching import reuse
 from profiling.caching.report import cold_ttft, finding, interpolate_warm, warnings_for
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse, TurnPoint
 from profiling.config import Workload
-from profiling.progress import ticker
-from profiling.timing import Clock, clock_for
+from profiling.measure.progress import ticker
+from profiling.measure.timing import Clock, clock_for
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 0.9)
 QUICK_MAX_PROMPT_TOKENS = 512
@@ -335,7 +335,7 @@ def _add_sample_ttft(
 def run_for_context(context: Any) -> CachingResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
     from profiling.caching import budget
-    from profiling.cost import record
+    from profiling.measure.cost import record
 
     loaded, config = context.loaded, context.config
     plan = make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)

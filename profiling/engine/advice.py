@@ -26,8 +26,8 @@ from profiling.engine import ENGINES
 from profiling.engine.results import EngineResult, PrefixCachingResult, ServingPoint
 from profiling.engine.verdict import point_at
 from profiling.facts import Facts
+from profiling.measure.stats import Interval
 from profiling.rule_kit import Outcome, interval_fields, judged, ms
-from profiling.stats import Interval
 
 ANCHOR = "#engine"
 

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling.config import ProfileConfig
+from profiling.measure.progress import Progress
+from profiling.measure.timing import Clock
 from profiling.profile import Profile
-from profiling.progress import Progress
-from profiling.timing import Clock
 
 
 @dataclass

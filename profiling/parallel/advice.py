@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from profiling import hardware, serving
+from profiling import serving
 from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
@@ -16,6 +16,8 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.facts import Facts
+from profiling.measure import hardware
+from profiling.measure.stats import ratio_interval
 from profiling.memory import activation_bytes, usable_bytes
 from profiling.parallel import split_serving
 from profiling.parallel.layout_advice import layout_advice
@@ -31,7 +33,6 @@ from profiling.rule_kit import (
     weak,
 )
 from profiling.shapes import DTYPE_BYTES
-from profiling.stats import ratio_interval
 from profiling.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
 from profiling.units import size
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 from profiling.config import Workload
 from profiling.estimate import Calibration
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 from profiling.memory import activation_bytes, usable_bytes
 from profiling.parallel.plans import TP_SIZES
 from profiling.precision import weights_format

@@ -156,7 +156,7 @@ def measure(spec: dict[str, Any], rank: int) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from profiling.timing import clock_for
+    from profiling.measure.timing import clock_for
 
     device, world = _setup(spec)
     split = _load(spec, world, device)

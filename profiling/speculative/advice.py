@@ -13,10 +13,10 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.facts import Facts
+from profiling.measure.stats import Interval, ratio_interval
 from profiling.rule_kit import Outcome, interval_fields, judged, ms
 from profiling.speculative.estimate_advice import speculative_estimate
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
-from profiling.stats import Interval, ratio_interval
 from profiling.units import size
 from profiling.verdict import nearest_batch
 

@@ -30,9 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.cost import record
+from profiling.measure.cost import record
+from profiling.measure.progress import Progress, ticker
+from profiling.measure.timing import Clock, clock_for
 from profiling.options import FULL_KS, QUICK_KS
-from profiling.progress import Progress, ticker
 from profiling.prompts import PromptSet, load_prompts
 from profiling.speculative import budget
 from profiling.speculative.report import best_at, best_k, finding, warnings_for
@@ -44,7 +45,6 @@ from profiling.speculative.results import (
     SweepPoint,
     VerifyCostPoint,
 )
-from profiling.timing import Clock, clock_for
 
 QUICK_MAX_BATCH = 8
 FULL_MAX_BATCH = 32
@@ -128,7 +128,7 @@ def run_speculative(
     `config_only` (random weights) only the verify-cost curve and the draft's
     memory are measured. Without a target tokenizer, prompts become seeded
     random token ids of similar length. `clock` defaults to the device's clock
-    (`profiling.timing.clock_for`); the trace uses `trace_k`, or the best K
+    (`profiling.measure.timing.clock_for`); the trace uses `trace_k`, or the best K
     at batch 1.
     """
     from profiling.speculative.sweep import encode_prompts

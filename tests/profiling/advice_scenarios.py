@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling import hardware, memory, serde
+from profiling import memory, serde
 from profiling.advice_results import Advice
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.config import Workload
+from profiling.measure import hardware
 from profiling.parallel.results import (
     DisaggregationResult,
     MeasuredTP,

@@ -9,10 +9,10 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from profiling import decode_path, hardware
 from profiling.config import Workload
 from profiling.experiments import baseline, baseline_plan
 from profiling.loading import Source, model_info
+from profiling.measure import decode_path, hardware
 from profiling.memory import weights_bytes
 from tests.profiling.tiny import tiny_llama_config
 

@@ -6,9 +6,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from profiling import cost
 from profiling.caching import budget as caching_budget
 from profiling.caching.experiment import CachingPlan
+from profiling.measure import cost
 from profiling.parallel import budget as parallel_budget
 from profiling.profile import Profile
 from profiling.prompts import PromptSet

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from profiling import hardware
 from profiling.config import ProfileConfig, Workload
 from profiling.estimate import (
     ASSUMED_LAYER_SECONDS,
@@ -24,6 +23,7 @@ from profiling.estimate import (
     project,
     shipped_configs,
 )
+from profiling.measure import hardware
 from profiling.profile import Profile
 from profiling.shapes import Shapes
 from tests.profiling.tiny import tiny_llama_config

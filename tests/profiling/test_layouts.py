@@ -9,7 +9,7 @@ import time
 from profiling.advice.build import estimate_report
 from profiling.config import Workload
 from profiling.estimate import assumed, shipped_configs
-from profiling.hardware import lookup
+from profiling.measure.hardware import lookup
 from profiling.parallel import layouts
 from profiling.shapes import Shapes
 

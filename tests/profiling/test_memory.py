@@ -6,10 +6,10 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from profiling import hardware
 from profiling.config import Workload
 from profiling.estimate import assumed, project, shipped_configs
 from profiling.facts import Facts
+from profiling.measure import hardware
 from profiling.memory import (
     RESERVE_FIXED_BYTES,
     PeakMemory,

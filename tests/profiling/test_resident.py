@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import torch
 
-from profiling.resident import can_move, set_aside
+from profiling.measure.resident import can_move, set_aside
 from profiling.techniques import BY_NAME
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from profiling.estimate import assumed, project, shipped_configs
-from profiling.hardware import lookup
+from profiling.measure.hardware import lookup
 from profiling.serving import percentiles, simulate
 from profiling.shapes import Shapes
 from profiling.step_time import StepModel

@@ -8,7 +8,7 @@ import pytest
 from profiling.advice.build import estimate_report
 from profiling.config import Workload
 from profiling.estimate import assumed, shipped_configs
-from profiling.hardware import lookup
+from profiling.measure.hardware import lookup
 from profiling.shapes import Shapes
 from profiling.speculative.estimate_advice import (
     ASSUMED_ACCEPTANCE,

@@ -16,7 +16,7 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.config import ProfileConfig
-from profiling.stats import rerun_misses
+from profiling.measure.stats import rerun_misses
 
 RUNS = 5
 
