@@ -10,7 +10,7 @@
    included), median of repeats. Goal: ≤ 200 ms each.
 2. A full (non-quick) profile of `demo` on this machine, then each measured
    prefill and decode point predicted by a fit to the other points of its
-   phase (`profiling.estimate.leave_one_out`). Goal: median |error| ≤ 10 %.
+   phase (`profiling.projection.calibration.leave_one_out`). Goal: median |error| ≤ 10 %.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from profiling.advice.build import estimate_report  # noqa: E402
 from profiling.config import ProfileConfig, Workload  # noqa: E402
-from profiling.estimate import leave_one_out, median_abs_error, shipped_configs  # noqa: E402
 from profiling.measure import hardware  # noqa: E402
+from profiling.projection.calibration import leave_one_out, median_abs_error  # noqa: E402
+from profiling.projection.estimate import shipped_configs  # noqa: E402
 from profiling.shapes import Shapes  # noqa: E402
 
 GOAL_MS, GOAL_ERROR = 200.0, 0.10

@@ -41,7 +41,7 @@ def register(commands: Any) -> None:
 
 def read_model_config(model: str) -> tuple[dict[str, Any], str]:
     """(the transformers config dict, where it came from); ConfigError when none is found."""
-    from profiling.estimate import shipped_configs
+    from profiling.projection.estimate import shipped_configs
 
     shipped = shipped_configs()
     if model in shipped:

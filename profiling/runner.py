@@ -94,7 +94,8 @@ def _run(
     from profiling import loading, memory
     from profiling.experiments import baseline, baseline_plan
     from profiling.measure import bandwidth, environment, timing
-    from profiling.verdict import verdict
+    from profiling.projection.fit import activation_bytes, fit_check
+    from profiling.projection.verdict import verdict
 
     started = environment.utc_now()
     phases = Phases()
@@ -137,8 +138,8 @@ def _run(
     fit_gpu, count = target_gpu or local_gpu, config.hardware.gpu_count
     fit = None
     if fit_gpu:
-        peak = memory.activation_bytes(loaded.info.shapes, dtype, count)
-        fit = memory.fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak)
+        peak = activation_bytes(loaded.info.shapes, dtype, count)
+        fit = fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak)
     profile = Profile(
         config=config,
         model=loaded.info,

@@ -14,9 +14,9 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.caching.results import CachingResult, PrefixPoint
-from profiling.estimate import project
 from profiling.facts import Facts
 from profiling.measure.stats import Interval, ratio_interval
+from profiling.projection.estimate import project
 from profiling.rule_kit import (
     MIN_GAIN,
     Outcome,

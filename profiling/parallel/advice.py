@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 
-from profiling import serving
 from profiling.advice_results import (
     ESTIMATED,
     MEASURED,
@@ -18,11 +17,13 @@ from profiling.advice_results import (
 from profiling.facts import Facts
 from profiling.measure import hardware
 from profiling.measure.stats import ratio_interval
-from profiling.memory import activation_bytes, usable_bytes
 from profiling.parallel import split_serving
 from profiling.parallel.layout_advice import layout_advice
 from profiling.parallel.plans import TP_SIZES
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
+from profiling.projection import serving
+from profiling.projection.fit import activation_bytes, usable_bytes
+from profiling.projection.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
 from profiling.rule_kit import (
     DISAGGREGATION_MIN_SPIKE,
     MAKES_IT_FIT,
@@ -33,7 +34,6 @@ from profiling.rule_kit import (
     weak,
 )
 from profiling.shapes import DTYPE_BYTES
-from profiling.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
 from profiling.units import size
 
 
@@ -254,7 +254,7 @@ def disaggregation_recommendation(
 def disaggregation_estimate(facts: Facts) -> list[Outcome]:
     """Only where the simulated engine shows it: with the same GPUs run as aggregated
     replicas, prefill chunks mixed into decode steps miss the TPOT target, and a
-    prefill/decode split meets it (`profiling.serving.split`)."""
+    prefill/decode split meets it (`profiling.parallel.split_serving.split`)."""
     work, key = facts.workload, "disaggregation"
     target = work.tpot_ms
     if work.concurrency == 1:

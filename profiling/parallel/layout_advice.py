@@ -19,10 +19,10 @@ from profiling.advice_results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.estimate import assumed
 from profiling.facts import Facts
 from profiling.parallel import layouts
 from profiling.parallel.layouts import Layout
+from profiling.projection.calibration import assumed
 from profiling.rule_kit import MIN_GAIN, Outcome, ms
 
 KEY = "parallel.layouts"

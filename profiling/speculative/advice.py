@@ -14,11 +14,11 @@ from profiling.advice_results import (
 )
 from profiling.facts import Facts
 from profiling.measure.stats import Interval, ratio_interval
+from profiling.projection.verdict import nearest_batch
 from profiling.rule_kit import Outcome, interval_fields, judged, ms
 from profiling.speculative.estimate_advice import speculative_estimate
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
 from profiling.units import size
-from profiling.verdict import nearest_batch
 
 # Timing noise allowed above the bound before a speedup is called impossible.
 PLAUSIBLE_MARGIN = 1.10

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling import memory, serde
+from profiling import serde
 from profiling.advice_results import Advice
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.config import Workload
@@ -15,6 +15,7 @@ from profiling.parallel.results import (
     ParallelResult,
     PlanInputs,
 )
+from profiling.projection.fit import activation_bytes, fit_check
 from profiling.quantization.results import (
     MEASURED,
     QUALITY_CONVENTION,
@@ -60,8 +61,8 @@ def set_weights(data: dict[str, Any], weights_bytes: int, gpus: int = 1) -> None
     workload = Workload(**data["config"]["workload"])
     kv = data["memory"]["kv_cache_bytes_per_token"]
     shapes = Shapes(**data["model"]["shapes"]) if data["model"].get("shapes") else None
-    peak = memory.activation_bytes(shapes, data["environment"]["dtype"], gpus)
-    fit = memory.fit_check(weights_bytes, kv, workload, hardware.lookup("H100"), gpus, peak)
+    peak = activation_bytes(shapes, data["environment"]["dtype"], gpus)
+    fit = fit_check(weights_bytes, kv, workload, hardware.lookup("H100"), gpus, peak)
     data["memory"].update(weights_bytes=weights_bytes, fit=serde.to_dict(fit))
     data["config"]["hardware"]["gpu_count"] = gpus
 

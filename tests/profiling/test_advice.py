@@ -306,7 +306,7 @@ def test_estimate_of_70b_on_one_h100_offers_fp8_int4_and_tp_with_numbers(tmp_pat
 def test_estimate_reads_a_config_path_and_refuses_unknown_models_and_gpus(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from profiling.estimate import shipped_configs
+    from profiling.projection.estimate import shipped_configs
 
     (tmp_path / "config.json").write_text(json.dumps(shipped_configs()["llama-3.1-8b"]))
     report = _estimate(tmp_path, str(tmp_path), "--gpu", "A100-80GB")

@@ -7,24 +7,22 @@ import json
 import pytest
 
 from profiling.config import ProfileConfig, Workload
-from profiling.estimate import (
+from profiling.measure import hardware
+from profiling.profile import Profile
+from profiling.projection.calibration import (
     ASSUMED_LAYER_SECONDS,
     ASSUMED_PASS_SECONDS,
     CALIBRATED,
     ESTIMATED,
     Calibration,
     PhaseRate,
-    allreduce_seconds,
     assumed,
     calibrate,
     fit_rates,
     leave_one_out,
     median_abs_error,
-    project,
-    shipped_configs,
 )
-from profiling.measure import hardware
-from profiling.profile import Profile
+from profiling.projection.estimate import allreduce_seconds, project, shipped_configs
 from profiling.shapes import Shapes
 from tests.profiling.tiny import tiny_llama_config
 
