@@ -15,10 +15,10 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from profiling.config import ProfileConfig
 from profiling.experiments import baseline, baseline_plan
-from profiling.loading import Source, model_info
 from profiling.measure import hardware
 from profiling.measure.timing import clock_for
-from profiling.memory import kv_bytes_per_token_computed, weights_bytes
+from profiling.model.loading import Source, model_info
+from profiling.model.memory import kv_bytes_per_token_computed, weights_bytes
 from profiling.quantization.methods import METHODS, Request
 
 SHAPES = {

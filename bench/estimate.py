@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from profiling.advice.build import estimate_report  # noqa: E402
 from profiling.config import ProfileConfig, Workload  # noqa: E402
 from profiling.measure import hardware  # noqa: E402
+from profiling.model.shapes import Shapes  # noqa: E402
 from profiling.projection.calibration import leave_one_out, median_abs_error  # noqa: E402
 from profiling.projection.estimate import shipped_configs  # noqa: E402
-from profiling.shapes import Shapes  # noqa: E402
 
 GOAL_MS, GOAL_ERROR = 200.0, 0.10
 
@@ -56,7 +56,7 @@ def time_estimates(gpu_kind: str, repeats: int) -> None:
 def calibration_error(threads: int | None) -> None:
     import torch
 
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
     from profiling.runner import run_profile
 
     if threads:

@@ -64,7 +64,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     """The estimate JSON for parsed flags; raises ConfigError on bad input."""
     from profiling.advice.build import estimate_report
     from profiling.cli_common import gpu_kind_from_args, workload_from_args
-    from profiling.shapes import Shapes
+    from profiling.model.shapes import Shapes
 
     kind = gpu_kind_from_args(args)
     if kind is None:

@@ -15,13 +15,13 @@ from profiling.advice_results import ESTIMATED, MEASURED
 from profiling.config import Workload
 from profiling.measure import hardware
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import DTYPE_BYTES, Shapes
 from profiling.projection.calibration import Calibration
 from profiling.projection.estimate import Projection
 from profiling.projection.fit import activation_bytes, fit_check
 from profiling.projection.serving import Served
 from profiling.projection.verdict import nearest_batch
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
-from profiling.shapes import DTYPE_BYTES, Shapes
 
 
 @dataclass

@@ -18,9 +18,9 @@ from profiling.measure import hardware
 from profiling.measure.progress import Progress, no_progress, span
 from profiling.measure.resident import set_aside
 from profiling.measure.timing import Clock
+from profiling.model.shapes import shapes_or_none
 from profiling.profile import Profile
 from profiling.results import FitCheck, MemoryResult
-from profiling.shapes import shapes_or_none
 from profiling.techniques import BY_NAME
 from profiling.techniques import experiment as get_experiment
 from profiling.units import size
@@ -91,9 +91,9 @@ def _run(
 ) -> Profile:
     import torch
 
-    from profiling import loading, memory
     from profiling.experiments import baseline, baseline_plan
     from profiling.measure import bandwidth, environment, timing
+    from profiling.model import loading, memory
     from profiling.projection.fit import activation_bytes, fit_check
     from profiling.projection.verdict import verdict
 
@@ -207,7 +207,7 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
     A failure here must not cost the measurements: it becomes a warning.
     """
     from profiling.advice.build import advise_profile, profile_predictions
-    from profiling.shapes import Shapes
+    from profiling.model.shapes import Shapes
 
     try:
         shapes = profile.model.shapes or Shapes.from_config(model_config)

@@ -20,12 +20,12 @@ from profiling.config import Workload
 from profiling.facts import Facts
 from profiling.measure import hardware
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.projection.calibration import Calibration, PhaseRate, assumed, calibrate
 from profiling.projection.estimate import Projection, project
 from profiling.projection.precision import PRECISIONS
 from profiling.results import FitCheck
-from profiling.shapes import Shapes
 from profiling.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
 
 WORKER = ""  # the GPU choice meaning "the device this profile ran on"

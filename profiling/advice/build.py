@@ -35,11 +35,11 @@ from profiling.engine.advice import engine_outcomes
 from profiling.engine.results import EngineResult
 from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.profile import Experiments, Profile
 from profiling.projection.calibration import assumed, calibrate, leave_one_out, relative_error
 from profiling.projection.estimate import Projection, project
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
-from profiling.shapes import Shapes
 from profiling.techniques import TECHNIQUES
 from profiling.units import size
 

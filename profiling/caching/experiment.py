@@ -121,7 +121,7 @@ class _Stream:
 
         base: list[int] = []
         if tokenizer is not None:
-            from profiling.prompts import load_prompts
+            from profiling.model.prompts import load_prompts
 
             text = "\n\n".join(load_prompts().prompts)
             base = [t % vocab_size for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
@@ -254,9 +254,9 @@ def run_caching(
     """Measure prefix reuse on `model` with the sizes of `plan`; see the module docstring.
 
     `kv_bytes_per_token` defaults to a measurement from a real cache
-    (`profiling.memory.kv_bytes_per_token_measured`); `clock` to the device's.
+    (`profiling.model.memory.kv_bytes_per_token_measured`); `clock` to the device's.
     """
-    from profiling.memory import kv_bytes_per_token_measured
+    from profiling.model.memory import kv_bytes_per_token_measured
 
     clock = clock or clock_for(device)
     vocab = int(model.config.get_text_config(decoder=True).vocab_size)

@@ -23,7 +23,7 @@ from typing import Any
 
 from profiling.measure.numerics import is_strict, logit_tolerance
 from profiling.measure.timing import Clock
-from profiling.memory import cache_bytes
+from profiling.model.memory import cache_bytes
 from profiling.results import Samples
 
 # Logits may differ by float rounding (a shorter forward sums in another

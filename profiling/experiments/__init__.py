@@ -27,7 +27,7 @@ class ExperimentContext:
     """What an optional experiment gets: the loaded model and the baseline."""
 
     config: ProfileConfig
-    loaded: Any  # profiling.loading.Loaded
+    loaded: Any  # profiling.model.loading.Loaded
     device: str
     dtype: str
     clock: Clock

@@ -34,8 +34,9 @@ from profiling.measure import decode_path
 from profiling.measure.hardware import GPU
 from profiling.measure.progress import Progress, no_progress
 from profiling.measure.timing import Clock, measure, noisy_warnings
-from profiling.memory import PeakMemory, PeakReading
-from profiling.results import DecodePoint, ModelInfo, PrefillPoint, Samples
+from profiling.model.info import ModelInfo
+from profiling.model.memory import PeakMemory, PeakReading
+from profiling.results import DecodePoint, PrefillPoint, Samples
 
 OnSample = Callable[[int, int], None]
 

@@ -17,6 +17,7 @@ from profiling.advice_results import (
 from profiling.facts import Facts
 from profiling.measure import hardware
 from profiling.measure.stats import ratio_interval
+from profiling.model.shapes import DTYPE_BYTES
 from profiling.parallel import split_serving
 from profiling.parallel.layout_advice import layout_advice
 from profiling.parallel.plans import TP_SIZES
@@ -33,7 +34,6 @@ from profiling.rule_kit import (
     ms,
     weak,
 )
-from profiling.shapes import DTYPE_BYTES
 from profiling.units import size
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from profiling.config import Workload
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.parallel.plans import TP_SIZES
 from profiling.projection.calibration import Calibration
 from profiling.projection.fit import activation_bytes, usable_bytes
@@ -40,7 +41,6 @@ from profiling.projection.step_time import (
     kv_capacity_tokens,
     link_bytes_per_second,
 )
-from profiling.shapes import Shapes
 
 SIZES = TP_SIZES  # every degree the search tries (TP, PP, EP) is one of the TP sizes
 TIE = 0.02  # throughputs this close are one throughput

@@ -29,6 +29,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from profiling.model.shapes import Shapes
 from profiling.parallel.results import ParallelPlan
 from profiling.projection.fit import (
     RESERVE_FIXED_BYTES,
@@ -37,7 +38,6 @@ from profiling.projection.fit import (
     usable_bytes,
 )
 from profiling.projection.serving import MAX_BATCHED_TOKENS
-from profiling.shapes import Shapes
 from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)

@@ -98,7 +98,7 @@ def kv_bytes_per_token(model: Any, ids: Any) -> int:
     """KV bytes per token of this rank's cache: two fills, differenced."""
     from transformers import DynamicCache
 
-    from profiling.memory import cache_bytes
+    from profiling.model.memory import cache_bytes
 
     sizes = []
     for tokens in KV_PROBE_TOKENS:

@@ -26,10 +26,10 @@ from typing import Any, Protocol
 
 from profiling import serde
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.projection.precision import PRECISIONS
 from profiling.projection.rate_fit import Point, best_fit
 from profiling.results import DecodePoint, Environment, PrefillPoint
-from profiling.shapes import Shapes
 
 # Shares of the datasheet peak a well-tuned server reaches (an assumption,
 # replaced by the measured share as soon as a profile of this GPU exists).

@@ -15,6 +15,7 @@ from typing import Any
 
 from profiling import serde
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.projection.calibration import Calibration
 from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.precision import kv_format, weights_format
@@ -25,7 +26,6 @@ from profiling.projection.step_time import (
     allreduce_seconds,
     kv_capacity_tokens,
 )
-from profiling.shapes import Shapes
 
 
 @dataclass

@@ -3,17 +3,17 @@
 Each GPU's memory less what a serving engine holds back (its headroom, the CUDA
 context and runtime, the activations of its largest prefill chunk) is what the
 weights and the KV cache may use. The bytes themselves come from the model
-(`profiling.memory` measures them, `profiling.shapes` computes them).
+(`profiling.model.memory` measures them, `profiling.model.shapes` computes them).
 """
 
 from __future__ import annotations
 
 from profiling.config import Workload
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.projection.precision import kv_format
 from profiling.projection.serving import MAX_BATCHED_TOKENS, MAX_SEQS
 from profiling.results import FitCheck
-from profiling.shapes import Shapes
 from profiling.units import GIB, size
 
 # Held back on each GPU: the share a serving engine leaves unused (vLLM's

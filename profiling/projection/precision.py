@@ -30,7 +30,7 @@ EIGHT_BIT_OVERHEAD = 0.35
 class Precision:
     key: str
     label: str
-    weights: str  # a `profiling.shapes.DTYPE_BYTES` key: the bytes per parameter
+    weights: str  # a `profiling.model.shapes.DTYPE_BYTES` key: the bytes per parameter
     compute: str  # the matmuls' format: "bfloat16", "float16", "float8" or "int8"
     dequant: float = 0.0  # share added to the bytes-bound time (unpacking, activation scales)
     quality: str = ""  # what to expect of the output, to check on the real model

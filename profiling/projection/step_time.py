@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.projection.precision import kv_format, weights_format
-from profiling.shapes import Shapes
 
 
 class PhaseModel(Protocol):

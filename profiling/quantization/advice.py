@@ -18,6 +18,7 @@ from profiling.advice_results import (
 from profiling.config import PRECISIONS
 from profiling.facts import Facts
 from profiling.measure.stats import Interval, ratio_interval
+from profiling.model.shapes import DTYPE_BYTES
 from profiling.quantization.estimate_advice import precision_estimate
 from profiling.quantization.report import variant_line
 from profiling.quantization.results import MEASURED as QUANT_MEASURED
@@ -35,7 +36,6 @@ from profiling.rule_kit import (
     ms,
     weak,
 )
-from profiling.shapes import DTYPE_BYTES
 from profiling.units import size
 
 

@@ -21,11 +21,11 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.facts import Facts
+from profiling.model.shapes import DTYPE_BYTES
 from profiling.projection.calibration import assumed
 from profiling.projection.estimate import Projection, project
 from profiling.projection.precision import PRECISIONS, Precision, weights_format
 from profiling.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
-from profiling.shapes import DTYPE_BYTES
 from profiling.units import size
 
 CANDIDATES = ("fp8", "w8a8-int8", "int8-weight-only", "int4-weight-only")  # best quality first

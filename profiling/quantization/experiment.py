@@ -29,8 +29,8 @@ from typing import Any
 from profiling.config import ProfileConfig
 from profiling.measure.progress import Progress
 from profiling.measure.timing import Clock, clock_for
+from profiling.model.prompts import PromptSet, load_prompts
 from profiling.options import DEFAULT_KEPT
-from profiling.prompts import PromptSet, load_prompts
 from profiling.quantization.results import (
     DOES_NOT_FIT,
     FAILED,

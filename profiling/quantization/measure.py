@@ -25,7 +25,7 @@ class Job:
     def __init__(
         self, config: Any, loaded: Any, device: str, run_dtype: str, plan: Any, clock: Clock
     ) -> None:
-        from profiling.prompts import load_eval_text
+        from profiling.model.prompts import load_eval_text
         from profiling.speculative.sweep import encode_prompts
 
         self.config, self.loaded, self.device = config, loaded, device
@@ -197,7 +197,7 @@ class Job:
         weights, cache and activations); on CPU the rise of process RSS."""
         import torch
 
-        from profiling.memory import PeakMemory
+        from profiling.model.memory import PeakMemory
 
         batch = self._batch(self.plan.batch_size)
         with PeakMemory(self.device) as peak, torch.inference_mode():

@@ -23,10 +23,10 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.facts import Facts
+from profiling.model.shapes import DTYPE_BYTES, Shapes
 from profiling.projection.precision import weights_format
 from profiling.projection.step_time import StepModel
 from profiling.rule_kit import MIN_GAIN, Outcome, ms, your_users
-from profiling.shapes import DTYPE_BYTES, Shapes
 from profiling.units import size
 
 # Acceptance per drafted token assumed where the user gives none: not measured, a range

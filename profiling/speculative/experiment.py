@@ -33,8 +33,8 @@ from typing import Any
 from profiling.measure.cost import record
 from profiling.measure.progress import Progress, ticker
 from profiling.measure.timing import Clock, clock_for
+from profiling.model.prompts import PromptSet, load_prompts
 from profiling.options import FULL_KS, QUICK_KS
-from profiling.prompts import PromptSet, load_prompts
 from profiling.speculative import budget
 from profiling.speculative.report import best_at, best_k, finding, warnings_for
 from profiling.speculative.results import (
@@ -350,7 +350,7 @@ def _add_trace(
 
 def load_draft(context: Any, name: str) -> Draft:
     """Load draft `name` like the target (same device, dtype, roots and security checks)."""
-    from profiling.loading import load
+    from profiling.model.loading import load
 
     config = context.config.replace(model=name, source="auto")
     loaded = load(config, context.device, context.dtype)

@@ -20,8 +20,8 @@ from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
 from advisor.reports.compare import figure_row
 from profiling.advice.build import advise_profile
+from profiling.model.shapes import Shapes
 from profiling.profile import Profile
-from profiling.shapes import Shapes
 from profiling.units import size
 from tests.advisor.quantdata import quantization_result, with_quantization
 

@@ -9,6 +9,7 @@ from profiling.advice_results import Advice
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.config import Workload
 from profiling.measure import hardware
+from profiling.model.shapes import Shapes
 from profiling.parallel.results import (
     DisaggregationResult,
     MeasuredTP,
@@ -24,7 +25,6 @@ from profiling.quantization.results import (
     QuantVariant,
 )
 from profiling.results import Samples
-from profiling.shapes import Shapes
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
     DraftMemory,

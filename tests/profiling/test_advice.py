@@ -17,13 +17,13 @@ import pytest
 from profiling import cli
 from profiling.advice.build import advise_profile
 from profiling.advice_results import Advice, PredictionPoint
+from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.quantization.results import (
     FAILED,
 )
 from profiling.quantization.tolerance import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
 from profiling.results import Samples
-from profiling.shapes import Shapes
 from tests.profiling.advice_scenarios import (
     add_experiment,
     caching_result,

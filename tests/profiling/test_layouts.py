@@ -9,10 +9,10 @@ import time
 from profiling.advice.build import estimate_report
 from profiling.config import Workload
 from profiling.measure.hardware import lookup
+from profiling.model.shapes import Shapes
 from profiling.parallel import layouts
 from profiling.projection.calibration import assumed
 from profiling.projection.estimate import shipped_configs
-from profiling.shapes import Shapes
 
 H100 = lookup("H100")
 

@@ -9,16 +9,16 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from profiling.config import Workload
 from profiling.facts import Facts
 from profiling.measure import hardware
-from profiling.memory import (
+from profiling.model.memory import (
     PeakMemory,
     kv_bytes_per_token_computed,
     kv_bytes_per_token_measured,
     weights_bytes,
 )
+from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
 from profiling.projection.estimate import project, shipped_configs
 from profiling.projection.fit import RESERVE_FIXED_BYTES, activation_bytes, fit_check, usable_bytes
-from profiling.shapes import Shapes
 from profiling.units import GIB
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

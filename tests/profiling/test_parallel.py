@@ -125,7 +125,7 @@ def test_the_fewest_devices_that_fit_are_found() -> None:
 def test_a_real_model_is_read_by_module(model_dir: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from profiling.memory import weights_bytes
+    from profiling.model.memory import weights_bytes
 
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     shape = plans.shape_of(

@@ -8,10 +8,10 @@ import pytest
 from profiling.advice.build import estimate_report
 from profiling.config import Workload
 from profiling.measure.hardware import lookup
+from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
 from profiling.projection.estimate import shipped_configs
 from profiling.projection.step_time import StepModel
-from profiling.shapes import Shapes
 from profiling.speculative.estimate_advice import (
     ASSUMED_ACCEPTANCE,
     speedup,
