@@ -101,7 +101,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     from profiling.advice.text import render_advice, render_predictions
-    from profiling.advice_results import Advice, PredictionPoint
+    from profiling.advice_kit.advice_results import Advice, PredictionPoint
 
     model, hw = report["model"], report["hardware"]
     lines = [

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from profiling import serde
-from profiling.advice_results import Advice, PredictionPoint
+from profiling.advice_kit.advice_results import Advice, PredictionPoint
 from profiling.caching.results import CachingResult
 from profiling.config import ProfileConfig
 from profiling.engine.results import EngineResult

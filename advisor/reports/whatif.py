@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling.advice.build import advise
-from profiling.advice_results import Advice
+from profiling.advice_kit.advice_results import Advice
+from profiling.advice_kit.facts import Facts
 from profiling.config import Workload
-from profiling.facts import Facts
 from profiling.measure import hardware
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes

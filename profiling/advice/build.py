@@ -19,7 +19,7 @@ from typing import Any
 from profiling.advice.bottleneck import classify, label, prompt_reuse
 from profiling.advice.missing import missing
 from profiling.advice.stability import close_call, near_the_bar
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     CALIBRATED,
     ESTIMATED,
     MEASURED,
@@ -30,10 +30,10 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.advice_kit.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.config import Workload
 from profiling.engine.advice import engine_outcomes
 from profiling.engine.results import EngineResult
-from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.profile import Experiments, Profile

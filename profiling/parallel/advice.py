@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Change,
@@ -14,7 +14,16 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.facts import Facts
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import (
+    DISAGGREGATION_MIN_SPIKE,
+    MAKES_IT_FIT,
+    MIN_GAIN,
+    Outcome,
+    interval_fields,
+    ms,
+    weak,
+)
 from profiling.measure import hardware
 from profiling.measure.stats import ratio_interval
 from profiling.model.shapes import DTYPE_BYTES
@@ -25,15 +34,6 @@ from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, Par
 from profiling.projection import serving
 from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
-from profiling.rule_kit import (
-    DISAGGREGATION_MIN_SPIKE,
-    MAKES_IT_FIT,
-    MIN_GAIN,
-    Outcome,
-    interval_fields,
-    ms,
-    weak,
-)
 from profiling.units import size
 
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from advisor.jobs.models import Job
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Advice,

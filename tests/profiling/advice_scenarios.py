@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiling import serde
-from profiling.advice_results import Advice
+from profiling.advice_kit.advice_results import Advice
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.config import Workload
 from profiling.measure import hardware

@@ -6,8 +6,8 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from profiling.advice_kit.facts import Facts
 from profiling.config import Workload
-from profiling.facts import Facts
 from profiling.measure import hardware
 from profiling.model.memory import (
     PeakMemory,

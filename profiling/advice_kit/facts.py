@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling.advice_results import ESTIMATED, MEASURED
+from profiling.advice_kit.advice_results import ESTIMATED, MEASURED
 from profiling.config import Workload
 from profiling.measure import hardware
 from profiling.measure.hardware import GPU
