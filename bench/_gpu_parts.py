@@ -13,13 +13,13 @@ from typing import Any
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from profiling import hardware
 from profiling.config import ProfileConfig
 from profiling.experiments import baseline, baseline_plan
-from profiling.loading import Source, model_info
-from profiling.memory import kv_bytes_per_token_computed, weights_bytes
+from profiling.measure import hardware
+from profiling.measure.timing import clock_for
+from profiling.model.loading import Source, model_info
+from profiling.model.memory import kv_bytes_per_token_computed, weights_bytes
 from profiling.quantization.methods import METHODS, Request
-from profiling.timing import clock_for
 
 SHAPES = {
     # Llama-3.2-1B and Llama-3.1-8B, as their configs state them.
@@ -56,8 +56,8 @@ def _kind(device: str) -> str:
 
 
 def bandwidths(device: str) -> tuple[float, float]:
-    """(copy, read) bytes per second, as the profiler measures them (profiling.bandwidth)."""
-    from profiling import bandwidth
+    """(copy, read) bytes per second as the profiler measures them (profiling.measure.bandwidth)."""
+    from profiling.measure import bandwidth
 
     found = bandwidth.measure(device)
     return found.copy_bytes_per_second, found.read_bytes_per_second

@@ -81,7 +81,7 @@ def _load(args: argparse.Namespace) -> tuple[Any, Any, str]:
     if args.model:
         path, name = Path(args.model), Path(args.model).name
     else:
-        from profiling.demo import ensure_demo
+        from profiling.model.demo import ensure_demo
 
         path, name = ensure_demo("demo"), "demo"
     model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True).to(args.device)

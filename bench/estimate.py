@@ -10,7 +10,7 @@
    included), median of repeats. Goal: ≤ 200 ms each.
 2. A full (non-quick) profile of `demo` on this machine, then each measured
    prefill and decode point predicted by a fit to the other points of its
-   phase (`profiling.estimate.leave_one_out`). Goal: median |error| ≤ 10 %.
+   phase (`profiling.projection.calibration.leave_one_out`). Goal: median |error| ≤ 10 %.
 """
 
 from __future__ import annotations
@@ -24,11 +24,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from profiling import hardware  # noqa: E402
 from profiling.advice.build import estimate_report  # noqa: E402
 from profiling.config import ProfileConfig, Workload  # noqa: E402
-from profiling.estimate import leave_one_out, median_abs_error, shipped_configs  # noqa: E402
-from profiling.shapes import Shapes  # noqa: E402
+from profiling.measure import hardware  # noqa: E402
+from profiling.model.shapes import Shapes  # noqa: E402
+from profiling.projection.calibration import leave_one_out, median_abs_error  # noqa: E402
+from profiling.projection.estimate import shipped_configs  # noqa: E402
 
 GOAL_MS, GOAL_ERROR = 200.0, 0.10
 
@@ -55,7 +56,7 @@ def time_estimates(gpu_kind: str, repeats: int) -> None:
 def calibration_error(threads: int | None) -> None:
     import torch
 
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
     from profiling.runner import run_profile
 
     if threads:

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from profiling.config import ProfileConfig  # noqa: E402
 from profiling.experiments import baseline, baseline_plan  # noqa: E402
-from profiling.loading import Loaded, load, pick_device, pick_dtype  # noqa: E402
-from profiling.memory import kv_bytes_per_token_measured, weights_bytes  # noqa: E402
-from profiling.timing import clock_for  # noqa: E402
+from profiling.measure.timing import clock_for  # noqa: E402
+from profiling.model.loading import Loaded, load, pick_device, pick_dtype  # noqa: E402
+from profiling.model.memory import kv_bytes_per_token_measured, weights_bytes  # noqa: E402
 
 GOAL_RATIO = 0.95
 

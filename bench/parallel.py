@@ -66,7 +66,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def _demo_path() -> Path:
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
 
     return Path(ensure_demo("demo"))
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from profiling.config import ProfileConfig, Workload  # noqa: E402
-from profiling.loading import load, pick_dtype  # noqa: E402
+from profiling.model.loading import load, pick_dtype  # noqa: E402
 from profiling.quantization import experiment as quantization  # noqa: E402
 from profiling.quantization.results import QuantizationResult  # noqa: E402
 

@@ -29,11 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from profiling.advice.build import estimate_report  # noqa: E402
 from profiling.config import Workload  # noqa: E402
-from profiling.estimate import assumed, project, shipped_configs  # noqa: E402
-from profiling.hardware import lookup  # noqa: E402
+from profiling.measure.hardware import lookup  # noqa: E402
+from profiling.model.shapes import Shapes  # noqa: E402
 from profiling.parallel import layouts  # noqa: E402
-from profiling.precision import PRECISIONS  # noqa: E402
-from profiling.shapes import Shapes  # noqa: E402
+from profiling.projection.calibration import assumed  # noqa: E402
+from profiling.projection.estimate import project, shipped_configs  # noqa: E402
+from profiling.projection.precision import PRECISIONS  # noqa: E402
 
 H100 = lookup("H100")
 

@@ -44,7 +44,7 @@ def prepare_environment(var_dir: str) -> None:
 
 
 def build_demo() -> None:
-    code = "from profiling.demo import ensure_demo; ensure_demo('demo')"
+    code = "from profiling.model.demo import ensure_demo; ensure_demo('demo')"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 

@@ -30,7 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, LlamaConfig  # noqa: E402
 
-from profiling.prompts import PromptSet, load_prompts  # noqa: E402
+from profiling.model.prompts import PromptSet, load_prompts  # noqa: E402
+from profiling.options import FULL_KS, QUICK_KS  # noqa: E402
 from profiling.speculative import experiment as speculative  # noqa: E402
 from profiling.speculative.results import SpeculativeResult  # noqa: E402
 
@@ -113,7 +114,7 @@ def _ints(text: str) -> list[int]:
 def _ks(args: argparse.Namespace) -> list[int]:
     if args.ks:
         return _ints(args.ks)
-    return speculative.QUICK_KS if args.quick else speculative.DEFAULT_KS
+    return list(QUICK_KS if args.quick else FULL_KS)
 
 
 def _prompts(args: argparse.Namespace) -> PromptSet:
@@ -132,7 +133,7 @@ def run_trained(args: argparse.Namespace) -> SpeculativeResult:
         target_path, draft_path = Path(args.target), Path(args.draft) if args.draft else None
         target_name, draft_name = target_path.name, draft_path.name if draft_path else ""
     else:
-        from profiling.demo import ensure_demo
+        from profiling.model.demo import ensure_demo
 
         target_path, draft_path = ensure_demo("demo"), ensure_demo("demo-draft")
         target_name, draft_name = "demo", "demo-draft"

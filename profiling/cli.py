@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
+from profiling.advice.summary import render_summary
 from profiling.caching.sample import read_prompt_sample
 from profiling.cli_common import (
     add_option_flags,
@@ -43,7 +44,6 @@ from profiling.config import (
 )
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
 from profiling.options import parse_ints, parse_names
-from profiling.summary import render_summary
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_OOM, EXIT_INTERNAL = 0, 2, 3, 4
 JOB_PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress lines a second (plus phase changes)
@@ -262,7 +262,7 @@ def _job_failed(out: Path, exc: Exception) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
-    from profiling.environment import list_devices
+    from profiling.measure.environment import list_devices
 
     print(json.dumps(list_devices(), indent=1))
     return EXIT_OK

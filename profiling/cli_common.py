@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from profiling import hardware
 from profiling.config import BOTTLENECKS, DTYPES, ConfigError, Workload
+from profiling.measure import hardware
 from profiling.options import family, flag_arguments
 
 

@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profiling import hardware
 from profiling.config import ConfigError, Hardware
+from profiling.measure import hardware
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_DTYPE = "bfloat16"
@@ -41,7 +41,7 @@ def register(commands: Any) -> None:
 
 def read_model_config(model: str) -> tuple[dict[str, Any], str]:
     """(the transformers config dict, where it came from); ConfigError when none is found."""
-    from profiling.estimate import shipped_configs
+    from profiling.projection.estimate import shipped_configs
 
     shipped = shipped_configs()
     if model in shipped:
@@ -64,7 +64,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     """The estimate JSON for parsed flags; raises ConfigError on bad input."""
     from profiling.advice.build import estimate_report
     from profiling.cli_common import gpu_kind_from_args, workload_from_args
-    from profiling.shapes import Shapes
+    from profiling.model.shapes import Shapes
 
     kind = gpu_kind_from_args(args)
     if kind is None:
@@ -101,7 +101,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(report: dict[str, Any]) -> str:
     from profiling.advice.text import render_advice, render_predictions
-    from profiling.advice_results import Advice, PredictionPoint
+    from profiling.advice_kit.advice_results import Advice, PredictionPoint
 
     model, hw = report["model"], report["hardware"]
     lines = [

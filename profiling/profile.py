@@ -21,20 +21,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from profiling import serde
-from profiling.advice_results import Advice, PredictionPoint
+from profiling.advice_kit.advice_results import Advice, PredictionPoint
 from profiling.caching.results import CachingResult
 from profiling.config import ProfileConfig
 from profiling.engine.results import EngineResult
+from profiling.model.info import ModelInfo
 from profiling.parallel.results import DisaggregationResult, ParallelResult
 from profiling.quantization.results import QuantizationResult
-from profiling.results import (
-    DecodePoint,
-    Environment,
-    MemoryResult,
-    ModelInfo,
-    PhaseVerdict,
-    PrefillPoint,
-)
+from profiling.results import DecodePoint, Environment, MemoryResult, PhaseVerdict, PrefillPoint
 from profiling.speculative.results import SpeculativeResult
 
 SCHEMA_VERSION = 2

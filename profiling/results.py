@@ -1,7 +1,7 @@
 """The measured parts of a profile: dataclasses built from primitives and `Samples`.
 
 The whole result (these parts, each technique's typed result, the advice) is
-`profiling.profile.Profile`.
+`profiling.profile.Profile`; what was loaded is `profiling.model.info.ModelInfo`.
 
 No torch import here: the site reads results with this module alone.
 Every timed quantity is a `Samples`: the raw samples are kept and the
@@ -14,8 +14,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from typing import Any
-
-from profiling.shapes import Shapes
 
 # A measurement whose p10..p90 spread exceeds this share of its median is
 # flagged as noisy: its median is still the best estimate, but it is shaky.
@@ -86,34 +84,10 @@ class Environment:
     # The physical GPUs this run was given (CUDA_VISIBLE_DEVICES: "2,3"), "" when unset;
     # `device` "cuda:0" is the first of them.
     visible_devices: str = ""
-    # Measured at the start of the run (profiling.bandwidth): a device-to-device copy
+    # Measured at the start of the run (profiling.measure.bandwidth): a device-to-device copy
     # (bytes read + written per second) and a read-only pass.
     copy_bandwidth_bytes_per_second: float | None = None
     read_bandwidth_bytes_per_second: float | None = None
-
-
-@dataclass
-class ModelInfo:
-    """What was loaded, and whether its weights are real."""
-
-    name: str
-    source: str  # "demo", "hub", "local", "config"
-    architecture: str
-    config_only: bool  # random weights: valid for memory and time only
-    num_parameters: int
-    num_layers: int
-    hidden_size: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    vocab_size: int
-    intermediate_size: int | None = None
-    max_position_embeddings: int | None = None
-    revision: str | None = None
-    # What an analytic estimate needs of the model (tied head, experts): set beside the
-    # advice, so a stored result can be projected again without the model's config.
-    # None in results written before it existed.
-    shapes: Shapes | None = None
 
 
 @dataclass
@@ -177,7 +151,7 @@ class DecodePoint:
     achieved_bytes_per_second: float
     peak_bytes_per_second: float | None = None
     fraction_of_peak: float | None = None
-    # How the step ran (profiling.decode_path): "static-compiled",
+    # How the step ran (profiling.measure.decode_path): "static-compiled",
     # "static" or "eager"; `path_reason` says why when it is not the fastest.
     # Results written before this was recorded ran "eager".
     path: str = "eager"

@@ -11,18 +11,18 @@ from __future__ import annotations
 from contextlib import nullcontext
 from typing import Any
 
-from profiling import hardware
 from profiling.config import ConfigError, ProfileConfig
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
 from profiling.experiments import Experiment, ExperimentContext
+from profiling.measure import hardware
+from profiling.measure.progress import Progress, no_progress, span
+from profiling.measure.resident import set_aside
+from profiling.measure.timing import Clock
+from profiling.model.shapes import shapes_or_none
 from profiling.profile import Profile
-from profiling.progress import Progress, no_progress, span
-from profiling.resident import set_aside
 from profiling.results import FitCheck, MemoryResult
-from profiling.shapes import shapes_or_none
 from profiling.techniques import BY_NAME
 from profiling.techniques import experiment as get_experiment
-from profiling.timing import Clock
 from profiling.units import size
 
 # Planned work in seconds of a quick demo run on two CPU cores (see Technique.work);
@@ -91,9 +91,11 @@ def _run(
 ) -> Profile:
     import torch
 
-    from profiling import bandwidth, environment, loading, memory, timing
     from profiling.experiments import baseline, baseline_plan
-    from profiling.verdict import verdict
+    from profiling.measure import bandwidth, environment, timing
+    from profiling.model import loading, memory
+    from profiling.projection.fit import activation_bytes, fit_check
+    from profiling.projection.verdict import verdict
 
     started = environment.utc_now()
     phases = Phases()
@@ -136,8 +138,8 @@ def _run(
     fit_gpu, count = target_gpu or local_gpu, config.hardware.gpu_count
     fit = None
     if fit_gpu:
-        peak = memory.activation_bytes(loaded.info.shapes, dtype, count)
-        fit = memory.fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak)
+        peak = activation_bytes(loaded.info.shapes, dtype, count)
+        fit = fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak)
     profile = Profile(
         config=config,
         model=loaded.info,
@@ -205,7 +207,7 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
     A failure here must not cost the measurements: it becomes a warning.
     """
     from profiling.advice.build import advise_profile, profile_predictions
-    from profiling.shapes import Shapes
+    from profiling.model.shapes import Shapes
 
     try:
         shapes = profile.model.shapes or Shapes.from_config(model_config)
@@ -236,7 +238,7 @@ def busy_machine_warning() -> str | None:
 def _local_gpu(device: str) -> hardware.GPU | None:
     if not device.startswith("cuda"):
         return None
-    from profiling.environment import device_description
+    from profiling.measure.environment import device_description
 
     return hardware.match_device_name(device_description(device)[0])
 

@@ -45,7 +45,7 @@ class Technique:
     # ratios matter. Measured with a quick demo profile running every experiment.
     work: float = 0.0
     # It loads weights of its own (each variant) and never runs the reference: the
-    # reference leaves the GPU while it runs (profiling.resident). The parallel
+    # reference leaves the GPU while it runs (profiling.measure.resident). The parallel
     # experiment sets it aside itself, around its torchrun ranks only.
     own_weights: bool = False
 

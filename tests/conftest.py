@@ -111,7 +111,7 @@ def demo_model_dir() -> Path:
 
     Built in a child process, as workers do: the test process never imports torch.
     """
-    code = "from profiling.demo import ensure_demo; print(ensure_demo('demo'))"
+    code = "from profiling.model.demo import ensure_demo; print(ensure_demo('demo'))"
     env = {**os.environ, "ADVISOR_DEMO_DIR": str(settings.ADVISOR_DEMO_DIR)}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, f"building the demo model failed:\n{done.stderr[-3000:]}"

@@ -22,7 +22,7 @@ from kombu.exceptions import KombuError, OperationalError
 from advisor import embedded_redis
 from advisor.celery import app
 from advisor.jobs.models import Job, Worker
-from profiling import hardware
+from profiling.measure import hardware
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,6 @@ from advisor.jobs.models import Job, PromptSample, Worker
 from advisor.jobs.option_fields import clean_ints, form_field
 from advisor.jobs.samples import sample_from_upload
 from advisor.jobs.stored_options import SWITCHES
-from profiling import hardware
 from profiling.config import (
     DTYPES,
     PRECISIONS,
@@ -34,6 +33,7 @@ from profiling.config import (
     Hardware,
     Workload,
 )
+from profiling.measure import hardware
 from profiling.options import OPTIONS
 from profiling.units import size
 

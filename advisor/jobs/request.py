@@ -16,8 +16,8 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from advisor.jobs.models import Job
-from profiling import hardware
 from profiling.config import DTYPES
+from profiling.measure import hardware
 from profiling.options import (
     BOOL,
     CHOICE,

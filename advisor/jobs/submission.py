@@ -18,7 +18,7 @@ from advisor.jobs import dispatch
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.request import strict_errors
-from profiling import hardware
+from profiling.measure import hardware
 
 UPLOAD_ONLY = ("prompt_file",)
 FIELDS = tuple(name for name in JobForm.base_fields if name not in UPLOAD_ONLY)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     Advice,
     Change,

@@ -19,8 +19,8 @@ from profiling.caching.results import (
     PromptSampleReuse,
     TurnPoint,
 )
+from profiling.measure.stats import INCONCLUSIVE, Interval, ratio_interval
 from profiling.results import Samples
-from profiling.stats import INCONCLUSIVE, Interval, ratio_interval
 from profiling.units import number_text, pct
 
 # Shown when the experiment ran without the user's prompts.

@@ -26,7 +26,7 @@ from advisor.reports.experiment_charts import (
     speculative_chart,
 )
 from advisor.reports.insight_charts import insight_charts
-from profiling.advice_results import PredictionPoint
+from profiling.advice_kit.advice_results import PredictionPoint
 from profiling.profile import Profile
 from profiling.results import DecodePoint, PrefillPoint
 from profiling.units import pct

@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 
 from advisor.reports.charts_base import PALETTE, Figure, base_layout
-from profiling.advice_results import Advice
+from profiling.advice_kit.advice_results import Advice
 from profiling.engine.advice import recommended_flags
 from profiling.engine.results import EngineResult, ServingPoint
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from advisor.reports.charts_base import MIB, PALETTE, Figure, base_layout, finite
 from advisor.reports.whatif import shapes_of
-from profiling import hardware
+from profiling.measure import hardware
 from profiling.profile import Profile
 from profiling.quantization.results import MEASURED, QuantizationResult
 from profiling.speculative.results import SpeculativeResult

@@ -1,6 +1,6 @@
 """What if: the stored result projected to another GPU, GPU count, workload or dtype.
 
-Pure arithmetic on the stored `Profile` (`profiling.estimate`): no job runs and
+Pure arithmetic on the stored `Profile` (`profiling.projection.estimate`): no job runs and
 no model is loaded. The rates come from this profile's measurements when the
 target is the device it ran on (a calibration), otherwise from the catalog's
 datasheet peaks times assumed efficiencies (an estimate). The advice is run
@@ -14,17 +14,18 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling import hardware
 from profiling.advice.build import advise
-from profiling.advice_results import Advice
+from profiling.advice_kit.advice_results import Advice
+from profiling.advice_kit.facts import Facts
 from profiling.config import Workload
-from profiling.estimate import Calibration, PhaseRate, Projection, assumed, calibrate, project
-from profiling.facts import Facts
-from profiling.hardware import GPU
-from profiling.precision import PRECISIONS
+from profiling.measure import hardware
+from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.profile import Profile
+from profiling.projection.calibration import Calibration, PhaseRate, assumed, calibrate
+from profiling.projection.estimate import Projection, project
+from profiling.projection.precision import PRECISIONS
 from profiling.results import FitCheck
-from profiling.shapes import Shapes
 from profiling.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
 
 WORKER = ""  # the GPU choice meaning "the device this profile ran on"

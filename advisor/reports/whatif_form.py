@@ -13,7 +13,7 @@ from django import forms
 from django.http import QueryDict
 
 from advisor.reports import whatif
-from profiling import hardware
+from profiling.measure import hardware
 from profiling.options import OPTIONS
 from profiling.profile import Profile
 

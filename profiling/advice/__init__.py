@@ -1,6 +1,9 @@
 """The advice: the measured bottleneck and one ranked recommendation with its evidence.
 
-Torch-free: `facts` reads a profile dict (or an analytic projection) into the
-figures the rules need, `bottleneck` classifies, `recommend` holds the rules,
-`build` puts it together with the predictions beside the measurements.
+Torch-free: `bottleneck` classifies, each technique's rule (its folder's
+`advice.py`, listed in `profiling.techniques`) recommends, `build` puts them
+together with the predictions beside the measurements, `missing` names what no
+experiment measured, `stability` says whether repeated runs agree, and `text`
+and `summary` write it all for a terminal. What every rule reads and returns
+(the facts, the rule kit, the advice's types) is `profiling.advice_kit`.
 """

@@ -19,7 +19,7 @@ from typing import Any
 from profiling.advice.bottleneck import classify, label, prompt_reuse
 from profiling.advice.missing import missing
 from profiling.advice.stability import close_call, near_the_bar
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     CALIBRATED,
     ESTIMATED,
     MEASURED,
@@ -30,22 +30,16 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.advice_kit.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.config import Workload
 from profiling.engine.advice import engine_outcomes
 from profiling.engine.results import EngineResult
-from profiling.estimate import (
-    Projection,
-    assumed,
-    calibrate,
-    leave_one_out,
-    project,
-    relative_error,
-)
-from profiling.facts import Facts, decode_peak, gpu_of, prefill_peak
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
 from profiling.profile import Experiments, Profile
+from profiling.projection.calibration import assumed, calibrate, leave_one_out, relative_error
+from profiling.projection.estimate import Projection, project
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
-from profiling.shapes import Shapes
 from profiling.techniques import TECHNIQUES
 from profiling.units import size
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from profiling.advice_results import MissingExperiment, NotRecommended, Recommendation
-from profiling.facts import Facts
+from profiling.advice_kit.advice_results import MissingExperiment, NotRecommended, Recommendation
+from profiling.advice_kit.facts import Facts
 from profiling.profile import Experiments
 from profiling.techniques import TECHNIQUES
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from profiling.advice_results import MEASURED, Advice, Recommendation
-from profiling.rule_kit import MIN_GAIN
-from profiling.stats import rerun_misses
+from profiling.advice_kit.advice_results import MEASURED, Advice, Recommendation
+from profiling.advice_kit.rule_kit import MIN_GAIN
+from profiling.measure.stats import rerun_misses
 
 TOO_CLOSE = "too close to call"
 RERUNS_DIFFER = "a rerun would call it inconclusive"

@@ -3,7 +3,7 @@ reuse in their own prompts."""
 
 from __future__ import annotations
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Change,
@@ -13,10 +13,8 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.caching.results import CachingResult, PrefixPoint
-from profiling.estimate import project
-from profiling.facts import Facts
-from profiling.rule_kit import (
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import (
     MIN_GAIN,
     Outcome,
     interval_fields,
@@ -25,7 +23,9 @@ from profiling.rule_kit import (
     weak,
     your_users,
 )
-from profiling.stats import Interval, ratio_interval
+from profiling.caching.results import CachingResult, PrefixPoint
+from profiling.measure.stats import Interval, ratio_interval
+from profiling.projection.estimate import project
 from profiling.units import size
 
 

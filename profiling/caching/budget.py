@@ -6,7 +6,7 @@ repeat, a cold prefill of the whole prompt against a warm prefill of the
 ending alone, and checks outputs once: a cold and a warm prefill with greedy
 tokens after each. Each turn of the conversation does the same with its one
 message, then adds the message and its reply to the cache. Times are the
-baseline's measured prefills and decode steps (`profiling.cost`); a warm
+baseline's measured prefills and decode steps (`profiling.measure.cost`); a warm
 prefill attends to its cached prefix too, which the per-token rate does not
 see, so the estimate runs a little short at large shares.
 
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.cost import Costed, cut_repeats, prefill_seconds, step_seconds
+from profiling.measure.cost import Costed, cut_repeats, prefill_seconds, step_seconds
 
 
 def estimate(plan: Any, profile: Any, extra_points: int) -> float | None:

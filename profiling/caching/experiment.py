@@ -30,8 +30,8 @@ from profiling.caching import reuse
 from profiling.caching.report import cold_ttft, finding, interpolate_warm, warnings_for
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse, TurnPoint
 from profiling.config import Workload
-from profiling.progress import ticker
-from profiling.timing import Clock, clock_for
+from profiling.measure.progress import ticker
+from profiling.measure.timing import Clock, clock_for
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 0.9)
 QUICK_MAX_PROMPT_TOKENS = 512
@@ -121,7 +121,7 @@ class _Stream:
 
         base: list[int] = []
         if tokenizer is not None:
-            from profiling.prompts import load_prompts
+            from profiling.model.prompts import load_prompts
 
             text = "\n\n".join(load_prompts().prompts)
             base = [t % vocab_size for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
@@ -254,9 +254,9 @@ def run_caching(
     """Measure prefix reuse on `model` with the sizes of `plan`; see the module docstring.
 
     `kv_bytes_per_token` defaults to a measurement from a real cache
-    (`profiling.memory.kv_bytes_per_token_measured`); `clock` to the device's.
+    (`profiling.model.memory.kv_bytes_per_token_measured`); `clock` to the device's.
     """
-    from profiling.memory import kv_bytes_per_token_measured
+    from profiling.model.memory import kv_bytes_per_token_measured
 
     clock = clock or clock_for(device)
     vocab = int(model.config.get_text_config(decoder=True).vocab_size)
@@ -335,7 +335,7 @@ def _add_sample_ttft(
 def run_for_context(context: Any) -> CachingResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
     from profiling.caching import budget
-    from profiling.cost import record
+    from profiling.measure.cost import record
 
     loaded, config = context.loaded, context.config
     plan = make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)

@@ -21,10 +21,10 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.memory import cache_bytes
-from profiling.numerics import is_strict, logit_tolerance
+from profiling.measure.numerics import is_strict, logit_tolerance
+from profiling.measure.timing import Clock
+from profiling.model.memory import cache_bytes
 from profiling.results import Samples
-from profiling.timing import Clock
 
 # Logits may differ by float rounding (a shorter forward sums in another
 # order); relative to the largest logit magnitude, and looser for 16-bit types.

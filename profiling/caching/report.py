@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 
 from profiling.caching.results import CachingResult, PrefixPoint
-from profiling.timing import noisy_warnings
+from profiling.measure.timing import noisy_warnings
 
 
 def cold_ttft(points: list[PrefixPoint]) -> float:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     Change,
     Evidence,
     ExpectedEffect,
@@ -22,12 +22,12 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import Outcome, interval_fields, judged, ms
 from profiling.engine import ENGINES
 from profiling.engine.results import EngineResult, PrefixCachingResult, ServingPoint
 from profiling.engine.verdict import point_at
-from profiling.facts import Facts
-from profiling.rule_kit import Outcome, interval_fields, judged, ms
-from profiling.stats import Interval
+from profiling.measure.stats import Interval
 
 ANCHOR = "#engine"
 

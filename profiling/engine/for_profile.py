@@ -24,7 +24,7 @@ def engine_model(loaded: Any) -> str | None:
 
 def draft_model(config: ProfileConfig, target_name: str) -> str | None:
     """The draft the engine speculates with: the user's, else the family's default."""
-    from profiling.loading import resolve
+    from profiling.model.loading import resolve
     from profiling.speculative.experiment import default_draft_name
 
     name = config.draft or default_draft_name(target_name)
@@ -58,7 +58,7 @@ def run_for_profile(
     artifacts: dict[str, str] | None = None,
 ) -> EngineResult:
     """`artifacts`: what the experiments left for the engine ("gptq-int4": a checkpoint)."""
-    from profiling.prompts import load_eval_text, load_prompts
+    from profiling.model.prompts import load_eval_text, load_prompts
 
     model = engine_model(loaded)
     w = config.workload

@@ -21,7 +21,7 @@ from profiling.engine.results import (
     TensorParallelPoint,
 )
 from profiling.engine.server import EngineFailed
-from profiling.stats import ratio_interval
+from profiling.measure.stats import ratio_interval
 
 
 def _at(points: list[ServingPoint], concurrency: int) -> ServingPoint | None:

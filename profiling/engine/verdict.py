@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from profiling.config import Workload
 from profiling.engine.results import EngineResult, ServingPoint
+from profiling.projection.verdict import meets, summary
 from profiling.results import FitCheck, PhaseVerdict
-from profiling.verdict import meets, summary
 
 
 def point_at(engine: EngineResult, concurrency: int) -> ServingPoint | None:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling.config import ProfileConfig
+from profiling.measure.progress import Progress
+from profiling.measure.timing import Clock
 from profiling.profile import Profile
-from profiling.progress import Progress
-from profiling.timing import Clock
 
 
 @dataclass
@@ -27,7 +27,7 @@ class ExperimentContext:
     """What an optional experiment gets: the loaded model and the baseline."""
 
     config: ProfileConfig
-    loaded: Any  # profiling.loading.Loaded
+    loaded: Any  # profiling.model.loading.Loaded
     device: str
     dtype: str
     clock: Clock

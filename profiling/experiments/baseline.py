@@ -28,14 +28,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling import decode_path
 from profiling.errors import OutOfMemory, is_out_of_memory
 from profiling.experiments.baseline_plan import Plan
-from profiling.hardware import GPU
-from profiling.memory import PeakMemory, PeakReading
-from profiling.progress import Progress, no_progress
-from profiling.results import DecodePoint, ModelInfo, PrefillPoint, Samples
-from profiling.timing import Clock, measure, noisy_warnings
+from profiling.measure import decode_path
+from profiling.measure.hardware import GPU
+from profiling.measure.progress import Progress, no_progress
+from profiling.measure.timing import Clock, measure, noisy_warnings
+from profiling.model.info import ModelInfo
+from profiling.model.memory import PeakMemory, PeakReading
+from profiling.results import DecodePoint, PrefillPoint, Samples
 
 OnSample = Callable[[int, int], None]
 
@@ -63,7 +64,7 @@ class Subject:
     gpu: GPU | None = None  # the catalog GPU this device is, for "% of peak"
     seed: int = 0
     decode_path: str = "auto"  # decode_path.PATHS
-    copy_bandwidth: float | None = None  # measured on the device (profiling.bandwidth)
+    copy_bandwidth: float | None = None  # measured on the device (profiling.measure.bandwidth)
     compiled: dict[str, Any] = field(default_factory=dict)  # the compiled forward, once
 
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import math
 
-from profiling import hardware, serving
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Change,
@@ -15,12 +14,8 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.facts import Facts
-from profiling.memory import activation_bytes, usable_bytes
-from profiling.parallel import split_serving
-from profiling.parallel.layout_advice import layout_advice
-from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
-from profiling.rule_kit import (
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import (
     DISAGGREGATION_MIN_SPIKE,
     MAKES_IT_FIT,
     MIN_GAIN,
@@ -29,12 +24,17 @@ from profiling.rule_kit import (
     ms,
     weak,
 )
-from profiling.shapes import DTYPE_BYTES
-from profiling.stats import ratio_interval
-from profiling.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
+from profiling.measure import hardware
+from profiling.measure.stats import ratio_interval
+from profiling.model.shapes import DTYPE_BYTES
+from profiling.parallel import split_serving
+from profiling.parallel.layout_advice import layout_advice
+from profiling.parallel.plans import TP_SIZES
+from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
+from profiling.projection import serving
+from profiling.projection.fit import activation_bytes, usable_bytes
+from profiling.projection.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
 from profiling.units import size
-
-TP_SIZES = (1, 2, 4, 8)
 
 
 def parallel(
@@ -254,7 +254,7 @@ def disaggregation_recommendation(
 def disaggregation_estimate(facts: Facts) -> list[Outcome]:
     """Only where the simulated engine shows it: with the same GPUs run as aggregated
     replicas, prefill chunks mixed into decode steps miss the TPOT target, and a
-    prefill/decode split meets it (`profiling.serving.split`)."""
+    prefill/decode split meets it (`profiling.parallel.split_serving.split`)."""
     work, key = facts.workload, "disaggregation"
     target = work.tpot_ms
     if work.concurrency == 1:

@@ -7,7 +7,7 @@ process per rank (python and torch importing: LAUNCH_S, an assumption, not a
 measurement of this machine), loads the model in the ranks and once more in
 rank 0 for the one-process reference, then times a prefill and a decode step
 split and whole, interleaved. Times are the baseline's measured prefills and
-decode steps and its load (`profiling.cost`).
+decode steps and its load (`profiling.measure.cost`).
 
 With a budget (on CUDA), a plan over it leaves the measured tensor-parallel
 run out (the memory plans and the interference still run), saying so.
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.cost import Costed, load_seconds, prefill_seconds, step_seconds
+from profiling.measure.cost import Costed, load_seconds, prefill_seconds, step_seconds
 
 LAUNCH_S = 10.0  # starting the ranks' interpreters and torch: assumed, not measured
 

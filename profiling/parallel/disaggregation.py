@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 
 from profiling.config import Workload
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 from profiling.parallel.interference import Interference
 from profiling.parallel.results import DisaggregationResult
 from profiling.results import PhaseVerdict

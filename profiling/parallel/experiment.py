@@ -39,8 +39,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from profiling import hardware
-from profiling.cost import record
+from profiling.measure import hardware
+from profiling.measure.cost import record
+from profiling.measure.resident import set_aside
 from profiling.parallel import budget, plans
 from profiling.parallel.disaggregation import Sizes, disaggregate
 from profiling.parallel.results import (
@@ -51,7 +52,6 @@ from profiling.parallel.results import (
     ParallelResult,
     PlanInputs,
 )
-from profiling.resident import set_aside
 from profiling.units import size
 
 PHASE = "parallel"
@@ -66,7 +66,7 @@ PLAN_AGREEMENT = 0.02  # measured per-rank shards within 2 % of the TP plan
 
 def run_for_context(context: Any) -> ParallelResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
-    from profiling.progress import span
+    from profiling.measure.progress import span
 
     config, loaded, profile = context.config, context.loaded, context.profile
     progress = context.progress

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from profiling.measure.timing import Clock
 from profiling.results import Samples
-from profiling.timing import Clock
 
 OnSample = Callable[[int, int], None]
 

@@ -11,7 +11,7 @@ looks for the fewest GPUs (up to 8× as many) where one does.
 
 from __future__ import annotations
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     Change,
     Evidence,
@@ -19,11 +19,11 @@ from profiling.advice_results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.estimate import assumed
-from profiling.facts import Facts
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, ms
 from profiling.parallel import layouts
 from profiling.parallel.layouts import Layout
-from profiling.rule_kit import MIN_GAIN, Outcome, ms
+from profiling.projection.calibration import assumed
 
 KEY = "parallel.layouts"
 CAVEAT = (

@@ -3,7 +3,7 @@
 A layout is tensor parallelism over `tp` GPUs, pipeline stages over `pp`, and
 `replicas` independent copies of that engine behind a load balancer
 (tp × pp × replicas = the GPUs used), the users split evenly over the copies.
-Each layout that fits is served at the user's workload (`profiling.serving`):
+Each layout that fits is served at the user's workload (`profiling.projection.serving`):
 tensor parallelism pays its all-reduces per layer; a pipeline stage holds
 1/pp of the layers, so a step is the slowest stage's share plus a
 point-to-point send of the rows' activations between stages, and a request's
@@ -27,13 +27,14 @@ import math
 from dataclasses import dataclass, field
 
 from profiling.config import Workload
-from profiling.estimate import Calibration
-from profiling.hardware import GPU
-from profiling.memory import activation_bytes, usable_bytes
-from profiling.precision import weights_format
-from profiling.serving import Served, simulate
-from profiling.shapes import Shapes
-from profiling.step_time import (
+from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
+from profiling.parallel.plans import TP_SIZES
+from profiling.projection.calibration import Calibration
+from profiling.projection.fit import activation_bytes, usable_bytes
+from profiling.projection.precision import weights_format
+from profiling.projection.serving import Served, simulate
+from profiling.projection.step_time import (
     ACTIVATION_BYTES,
     StepModel,
     all_to_all_seconds,
@@ -41,7 +42,7 @@ from profiling.step_time import (
     link_bytes_per_second,
 )
 
-SIZES = (1, 2, 4, 8)
+SIZES = TP_SIZES  # every degree the search tries (TP, PP, EP) is one of the TP sizes
 TIE = 0.02  # throughputs this close are one throughput
 SEND_LATENCY_S = 10e-6  # one point-to-point send between stages (assumed, as the all-reduce's)
 

@@ -18,7 +18,7 @@ the embeddings sit on the first stage, the LM head on the last (a tied
 embedding is held by both), and the largest stage is the one reported.
 
 A device fits a plan when weights + KV for concurrency × context stay within
-its memory minus the reserve `profiling.memory.fit_check` holds back for the
+its memory minus the reserve `profiling.projection.fit.fit_check` holds back for the
 runtime (10 % + 1 GiB per GPU) and the activations of the largest prefill chunk.
 """
 
@@ -29,15 +29,15 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling.memory import (
-    MAX_BATCHED_TOKENS,
+from profiling.model.shapes import Shapes
+from profiling.parallel.results import ParallelPlan
+from profiling.projection.fit import (
     RESERVE_FIXED_BYTES,
     RESERVE_SHARE,
     activation_bytes,
     usable_bytes,
 )
-from profiling.parallel.results import ParallelPlan
-from profiling.shapes import Shapes
+from profiling.projection.serving import MAX_BATCHED_TOKENS
 from profiling.units import size
 
 TP_SIZES = (1, 2, 4, 8)
@@ -80,7 +80,7 @@ class ModelShape:
     kv_bytes_per_token: int
     kv_split_by_heads: bool = True
     tied: bool = False
-    # Per TP degree, each device's activation peak (`profiling.memory.activation_bytes`).
+    # Per TP degree, each device's activation peak (`profiling.projection.fit.activation_bytes`).
     activations: dict[int, int] = field(default_factory=dict)
 
     @property

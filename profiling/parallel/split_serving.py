@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from profiling.serving import Percentiles, Served, simulate
-from profiling.step_time import StepModel
+from profiling.projection.serving import Percentiles, Served, simulate
+from profiling.projection.step_time import StepModel
 
 
 @dataclass(frozen=True)

@@ -98,7 +98,7 @@ def kv_bytes_per_token(model: Any, ids: Any) -> int:
     """KV bytes per token of this rank's cache: two fills, differenced."""
     from transformers import DynamicCache
 
-    from profiling.memory import cache_bytes
+    from profiling.model.memory import cache_bytes
 
     sizes = []
     for tokens in KV_PROBE_TOKENS:
@@ -156,7 +156,7 @@ def measure(spec: dict[str, Any], rank: int) -> dict[str, Any]:
     import torch
     import torch.distributed as dist
 
-    from profiling.timing import clock_for
+    from profiling.measure.timing import clock_for
 
     device, world = _setup(spec)
     split = _load(spec, world, device)

@@ -7,7 +7,7 @@ one untimed step, then single steps rolled back, at least MIN_DECODE_SECONDS;
 on CUDA the compile of each shape is not costed), one generation for its memory peak,
 and, where quality means something, one teacher-forced pass over each prompt,
 the evaluation text in windows and a greedy generation per prompt. The times
-are the baseline's measured prefills and decode steps (`profiling.cost`): the
+are the baseline's measured prefills and decode steps (`profiling.measure.cost`): the
 reference's kernels, so a variant that is slower or faster here moves the
 real figure away from the estimate, which the result keeps beside it.
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from profiling.cost import (
+from profiling.measure.cost import (
     CHARS_PER_TOKEN,
     Costed,
     cut_repeats,

@@ -1,5 +1,5 @@
 """The quantization rule where the experiment did not run, on a catalog GPU: every
-serving precision the device runs (`profiling.precision`) served at the user's
+serving precision the device runs (`profiling.projection.precision`) served at the user's
 workload and at one user by the simulated engine, against the 16-bit baseline.
 
 The recommendation is the format that does most for the goal (the requests that
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     Change,
     Evidence,
@@ -20,11 +20,12 @@ from profiling.advice_results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.estimate import Projection, assumed, project
-from profiling.facts import Facts
-from profiling.precision import PRECISIONS, Precision, weights_format
-from profiling.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
-from profiling.shapes import DTYPE_BYTES
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
+from profiling.model.shapes import DTYPE_BYTES
+from profiling.projection.calibration import assumed
+from profiling.projection.estimate import Projection, project
+from profiling.projection.precision import PRECISIONS, Precision, weights_format
 from profiling.units import size
 
 CANDIDATES = ("fp8", "w8a8-int8", "int8-weight-only", "int4-weight-only")  # best quality first

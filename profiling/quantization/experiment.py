@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiling.config import ProfileConfig
+from profiling.measure.progress import Progress
+from profiling.measure.timing import Clock, clock_for
+from profiling.model.prompts import PromptSet, load_prompts
 from profiling.options import DEFAULT_KEPT
-from profiling.progress import Progress
-from profiling.prompts import PromptSet, load_prompts
 from profiling.quantization.results import (
     DOES_NOT_FIT,
     FAILED,
@@ -39,7 +40,6 @@ from profiling.quantization.results import (
     QuantizationResult,
     QuantVariant,
 )
-from profiling.timing import Clock, clock_for
 
 PHASE = "quantization"
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -228,7 +228,7 @@ def runnable_specs(context: Any, plan: QuantPlan) -> list[Spec]:
 
 def run_for_context(context: Any) -> QuantizationResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
-    from profiling.cost import record
+    from profiling.measure.cost import record
     from profiling.quantization import budget
 
     plan = make_plan(context.config, context.dtype)

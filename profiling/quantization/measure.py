@@ -10,10 +10,10 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+from profiling.measure.timing import Clock, measure
 from profiling.quantization import quality
 from profiling.quantization.results import GreedySample, QuantVariant
 from profiling.results import Samples
-from profiling.timing import Clock, measure
 
 # Single prefills and decode steps are short: at least this many seconds of samples
 # per TTFT or decode figure.
@@ -25,7 +25,7 @@ class Job:
     def __init__(
         self, config: Any, loaded: Any, device: str, run_dtype: str, plan: Any, clock: Clock
     ) -> None:
-        from profiling.prompts import load_eval_text
+        from profiling.model.prompts import load_eval_text
         from profiling.speculative.sweep import encode_prompts
 
         self.config, self.loaded, self.device = config, loaded, device
@@ -42,7 +42,7 @@ class Job:
         self.reference_name: str | None = None
         self.compute_dtype = run_dtype
         self.model: Any = None
-        self.compiled: dict[str, Any] = {}  # profiling.decode_path.Compiled of the variant
+        self.compiled: dict[str, Any] = {}  # profiling.measure.decode_path.Compiled of the variant
         self.warnings: list[str] = []
         self.save_dir: str | None = None  # where engine-servable checkpoints go
         self.saved: dict[str, str] = {}
@@ -140,7 +140,7 @@ class Job:
         only there), rolled back to the same context before every sample."""
         import torch
 
-        from profiling import decode_path
+        from profiling.measure import decode_path
 
         batch = self._batch(rows)
         with torch.inference_mode():
@@ -197,7 +197,7 @@ class Job:
         weights, cache and activations); on CPU the rise of process RSS."""
         import torch
 
-        from profiling.memory import PeakMemory
+        from profiling.model.memory import PeakMemory
 
         batch = self._batch(self.plan.batch_size)
         with PeakMemory(self.device) as peak, torch.inference_mode():

@@ -2,7 +2,7 @@
 
 A Method says whether it can run here (`unavailable` returns the reason it
 cannot, or None) and builds a fresh model from the run's source through the
-project's own loader (`profiling.loading.load`: demo, local directory, Hub
+project's own loader (`profiling.model.loading.load`: demo, local directory, Hub
 or config-only; safetensors only; no remote code):
 
 - dtype variants load straight in their dtype;
@@ -158,7 +158,7 @@ def _settings(method: Method, request: Request, **extra: Any) -> MethodSettings:
 
 
 def _by_dtype(method: Method, request: Request) -> Built:
-    from profiling.loading import load
+    from profiling.model.loading import load
 
     loaded = load(request.config, request.device, method.weight_dtype)
     settings = _settings(method, request, library=library("torch"))
@@ -181,7 +181,7 @@ def _torchao(method: Method, request: Request) -> Built:
     import torch
     from torchao import quantization
 
-    from profiling.loading import load
+    from profiling.model.loading import load
 
     loaded = load(request.config, request.device, request.compute_dtype)
     kinds: tuple[type, ...] = (torch.nn.Linear,)
@@ -257,7 +257,7 @@ def gptq_group_size(request: Request) -> int:
     """The largest usual group size that divides every quantized layer's input width."""
     from transformers import AutoConfig
 
-    from profiling.loading import resolve
+    from profiling.model.loading import resolve
 
     source = resolve(request.config)
     path = source.path.parent if source.kind == "config" and source.path else source.path
@@ -267,7 +267,7 @@ def gptq_group_size(request: Request) -> int:
 
 
 def calibration_texts(samples: int) -> list[str]:
-    from profiling import demo_corpus
+    from profiling.model import demo_corpus
 
     paragraphs = demo_corpus.documents(demo_corpus.generate(CALIBRATION_SEED, CALIBRATION_CHARS))
     return paragraphs[:samples]
@@ -276,7 +276,7 @@ def calibration_texts(samples: int) -> list[str]:
 def _load_quantized(method: Method, request: Request, quant: Any, lib: str) -> Built:
     """Load through transformers with a quantization config, from real weights
     (config-only models are saved with random weights to a temporary directory first)."""
-    from profiling.loading import load
+    from profiling.model.loading import load
 
     if not request.config_only:
         loaded = load(request.config, request.device, request.compute_dtype, quantization=quant)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from profiling.measure.timing import noisy_warnings
 from profiling.quantization.results import MEASURED, QuantizationResult, QuantVariant
-from profiling.timing import noisy_warnings
 
 SAME = 0.05  # ratios within ±5 % are reported as about the same
 

@@ -79,7 +79,7 @@ class QuantVariant:
     concurrency: int = 1
     concurrency_seconds_per_token: Samples | None = None  # one decode step at `concurrency`
     concurrency_tokens_per_second: float | None = None
-    # How the timed decode steps ran (profiling.decode_path: "static-compiled" on CUDA,
+    # How the timed decode steps ran (profiling.measure.decode_path: "static-compiled" on CUDA,
     # where torchao's quantized kernels get fused; "static" on CPU; "eager" in results
     # written before), and why when it is not the fastest.
     decode_path: str = "eager"

@@ -8,7 +8,7 @@ quantization experiment; see `profiling.quantization.results.QUALITY_CONVENTION`
 
 from __future__ import annotations
 
-from profiling.advice_results import QualityTolerance
+from profiling.advice_kit.advice_results import QualityTolerance
 from profiling.quantization.results import MEASURED, QuantizationResult, QuantVariant
 
 MIN_TOP1_AGREEMENT = 0.95

@@ -3,7 +3,7 @@ concurrency."""
 
 from __future__ import annotations
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     MEASURED,
     Change,
     Evidence,
@@ -12,13 +12,13 @@ from profiling.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.facts import Facts
-from profiling.rule_kit import Outcome, interval_fields, judged, ms
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import Outcome, interval_fields, judged, ms
+from profiling.measure.stats import Interval, ratio_interval
+from profiling.projection.verdict import nearest_batch
 from profiling.speculative.estimate_advice import speculative_estimate
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
-from profiling.stats import Interval, ratio_interval
 from profiling.units import size
-from profiling.verdict import nearest_batch
 
 # Timing noise allowed above the bound before a speedup is called impossible.
 PLAUSIBLE_MARGIN = 1.10

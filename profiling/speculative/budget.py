@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from profiling.cost import CHARS_PER_TOKEN, MIN_REPEATS, Costed, cut_repeats, step_seconds
+from profiling.measure.cost import CHARS_PER_TOKEN, MIN_REPEATS, Costed, cut_repeats, step_seconds
 
 __all__ = [
     "CHARS_PER_TOKEN", "CONFIRM_FACTOR", "MIN_REPEATS", "Costed", "estimate", "fit",

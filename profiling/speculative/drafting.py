@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import torch
 
-from profiling import memory
 from profiling.errors import ProfilingError
+from profiling.model import memory
 from profiling.speculative.results import PROMPT_LOOKUP, DraftMemory
 from profiling.speculative.stream import KVStream
 
@@ -143,7 +143,7 @@ class ModelDrafter:
 
 
 def draft_memory(model: torch.nn.Module | None, name: str) -> DraftMemory:
-    """The draft's weights and KV cost, measured with `profiling.memory`."""
+    """The draft's weights and KV cost, measured with `profiling.model.memory`."""
     if model is None:
         return DraftMemory(name, "prompt_lookup", 0, 0, 0)
     return DraftMemory(

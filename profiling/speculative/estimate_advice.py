@@ -14,7 +14,7 @@ share of it (the prompt chunks mixed into decode steps are not sped up).
 
 from __future__ import annotations
 
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     Change,
     Evidence,
@@ -22,11 +22,11 @@ from profiling.advice_results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.facts import Facts
-from profiling.precision import weights_format
-from profiling.rule_kit import MIN_GAIN, Outcome, ms, your_users
-from profiling.shapes import DTYPE_BYTES, Shapes
-from profiling.step_time import StepModel
+from profiling.advice_kit.facts import Facts
+from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, ms, your_users
+from profiling.model.shapes import DTYPE_BYTES, Shapes
+from profiling.projection.precision import weights_format
+from profiling.projection.step_time import StepModel
 from profiling.units import size
 
 # Acceptance per drafted token assumed where the user gives none: not measured, a range

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.numerics import is_strict, logit_tolerance
+from profiling.measure.numerics import is_strict, logit_tolerance
 
 
 @dataclass

@@ -30,9 +30,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from profiling.cost import record
-from profiling.progress import Progress, ticker
-from profiling.prompts import PromptSet, load_prompts
+from profiling.measure.cost import record
+from profiling.measure.progress import Progress, ticker
+from profiling.measure.timing import Clock, clock_for
+from profiling.model.prompts import PromptSet, load_prompts
+from profiling.options import FULL_KS, QUICK_KS
 from profiling.speculative import budget
 from profiling.speculative.report import best_at, best_k, finding, warnings_for
 from profiling.speculative.results import (
@@ -43,10 +45,7 @@ from profiling.speculative.results import (
     SweepPoint,
     VerifyCostPoint,
 )
-from profiling.timing import Clock, clock_for
 
-DEFAULT_KS = [1, 2, 3, 4, 6, 8]
-QUICK_KS = [1, 2, 4]
 QUICK_MAX_BATCH = 8
 FULL_MAX_BATCH = 32
 QUICK_PROMPTS = 6
@@ -94,7 +93,7 @@ def make_plan(quick: bool, concurrency: int, output_tokens: int) -> SpeculativeP
     if quick:
         prompts = PromptSet(prompts.version, prompts.prompts[:QUICK_PROMPTS])
     return SpeculativePlan(
-        ks=list(QUICK_KS if quick else DEFAULT_KS),
+        ks=list(QUICK_KS if quick else FULL_KS),
         batch_sizes=sorted({1, min(max(1, concurrency), cap)}),
         max_new_tokens=max(1, min(output_tokens, QUICK_NEW_TOKENS if quick else FULL_NEW_TOKENS)),
         prompts=prompts,
@@ -129,7 +128,7 @@ def run_speculative(
     `config_only` (random weights) only the verify-cost curve and the draft's
     memory are measured. Without a target tokenizer, prompts become seeded
     random token ids of similar length. `clock` defaults to the device's clock
-    (`profiling.timing.clock_for`); the trace uses `trace_k`, or the best K
+    (`profiling.measure.timing.clock_for`); the trace uses `trace_k`, or the best K
     at batch 1.
     """
     from profiling.speculative.sweep import encode_prompts
@@ -351,7 +350,7 @@ def _add_trace(
 
 def load_draft(context: Any, name: str) -> Draft:
     """Load draft `name` like the target (same device, dtype, roots and security checks)."""
-    from profiling.loading import load
+    from profiling.model.loading import load
 
     config = context.config.replace(model=name, source="auto")
     loaded = load(config, context.device, context.dtype)

@@ -24,9 +24,9 @@ from typing import Any, TypeVar
 
 import torch
 
+from profiling.measure.timing import Clock, CpuClock
 from profiling.speculative.drafting import Drafter
 from profiling.speculative.stream import KVStream
-from profiling.timing import Clock, CpuClock
 
 T = TypeVar("T")
 
@@ -83,7 +83,7 @@ def speculative_generate(
 
     `drafter=None` (or k=0) is plain greedy decoding. Rows stop at
     `max_new_tokens` or after an end-of-sequence token, like `generate`.
-    `clock` (a `profiling.timing` clock) times the draft and verify phases of
+    `clock` (a `profiling.measure.timing` clock) times the draft and verify phases of
     every pass; a CUDA clock synchronises around each phase.
     """
     eos = set(eos_token_ids)

@@ -21,12 +21,12 @@ from typing import Any
 
 import torch
 
+from profiling.measure.timing import Clock
 from profiling.results import Samples
 from profiling.speculative.drafting import Drafter
 from profiling.speculative.loop import LoopRun, StepRecord, speculative_generate
 from profiling.speculative.results import SweepPoint, TraceStep, VerifyCostPoint
 from profiling.speculative.stream import KVStream
-from profiling.timing import Clock
 
 DrafterFactory = Callable[[int], Drafter]  # batch size -> a fresh drafter
 # Token ids for models without a tokenizer: about four characters per token.

@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from advisor.jobs.models import Job
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Advice,
@@ -335,7 +335,7 @@ def test_an_invalid_value_is_shown_next_to_its_field(browser, demo_result):
 
 
 def test_every_catalog_gpu_at_the_limits_renders_a_panel(browser, demo_result):
-    from profiling import hardware
+    from profiling.measure import hardware
 
     for kind in hardware.catalog():
         query = whatif(gpu_kind=kind, gpu_count=1024, concurrency=4096, prompt_tokens=1_048_576,

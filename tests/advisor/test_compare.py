@@ -20,8 +20,8 @@ from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
 from advisor.reports.compare import figure_row
 from profiling.advice.build import advise_profile
+from profiling.model.shapes import Shapes
 from profiling.profile import Profile
-from profiling.shapes import Shapes
 from profiling.units import size
 from tests.advisor.quantdata import quantization_result, with_quantization
 
@@ -249,7 +249,7 @@ def test_a_rerun_whose_difference_is_inside_its_repeats_is_within_noise(browser,
 
 
 def test_a_figure_row_inside_its_interval_favours_neither_side():
-    from profiling.stats import ratio_interval
+    from profiling.measure.stats import ratio_interval
 
     noise = ratio_interval([1.0, 1.2, 0.9], [1.1, 0.95, 1.15])
     row = figure_row("Decode", 100.0, 103.0, str, higher_is_better=True, noise=noise)

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling import hardware, memory, serde
-from profiling.advice_results import Advice
+from profiling import serde
+from profiling.advice_kit.advice_results import Advice
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.config import Workload
+from profiling.measure import hardware
+from profiling.model.shapes import Shapes
 from profiling.parallel.results import (
     DisaggregationResult,
     MeasuredTP,
     ParallelResult,
     PlanInputs,
 )
+from profiling.projection.fit import activation_bytes, fit_check
 from profiling.quantization.results import (
     MEASURED,
     QUALITY_CONVENTION,
@@ -22,7 +25,6 @@ from profiling.quantization.results import (
     QuantVariant,
 )
 from profiling.results import Samples
-from profiling.shapes import Shapes
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
     DraftMemory,
@@ -59,8 +61,8 @@ def set_weights(data: dict[str, Any], weights_bytes: int, gpus: int = 1) -> None
     workload = Workload(**data["config"]["workload"])
     kv = data["memory"]["kv_cache_bytes_per_token"]
     shapes = Shapes(**data["model"]["shapes"]) if data["model"].get("shapes") else None
-    peak = memory.activation_bytes(shapes, data["environment"]["dtype"], gpus)
-    fit = memory.fit_check(weights_bytes, kv, workload, hardware.lookup("H100"), gpus, peak)
+    peak = activation_bytes(shapes, data["environment"]["dtype"], gpus)
+    fit = fit_check(weights_bytes, kv, workload, hardware.lookup("H100"), gpus, peak)
     data["memory"].update(weights_bytes=weights_bytes, fit=serde.to_dict(fit))
     data["config"]["hardware"]["gpu_count"] = gpus
 

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from profiling.config import Hardware, ProfileConfig
+from profiling.model.shapes import Shapes
 from profiling.profile import Profile
-from profiling.shapes import Shapes
 from tests.profiling.advice_scenarios import WORKLOAD, bandwidth_bound_decode, set_shares
 
 
@@ -42,7 +42,7 @@ def real(one_torch_thread: None) -> Profile:
 
 @pytest.fixture(scope="module")
 def shapes() -> Shapes:
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
 
     return Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
 

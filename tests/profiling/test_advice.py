@@ -16,14 +16,14 @@ import pytest
 
 from profiling import cli
 from profiling.advice.build import advise_profile
-from profiling.advice_results import Advice, PredictionPoint
+from profiling.advice_kit.advice_results import Advice, PredictionPoint
+from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.quantization.results import (
     FAILED,
 )
 from profiling.quantization.tolerance import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
 from profiling.results import Samples
-from profiling.shapes import Shapes
 from tests.profiling.advice_scenarios import (
     add_experiment,
     caching_result,
@@ -306,7 +306,7 @@ def test_estimate_of_70b_on_one_h100_offers_fp8_int4_and_tp_with_numbers(tmp_pat
 def test_estimate_reads_a_config_path_and_refuses_unknown_models_and_gpus(
     tmp_path: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from profiling.estimate import shipped_configs
+    from profiling.projection.estimate import shipped_configs
 
     (tmp_path / "config.json").write_text(json.dumps(shipped_configs()["llama-3.1-8b"]))
     report = _estimate(tmp_path, str(tmp_path), "--gpu", "A100-80GB")
@@ -391,7 +391,7 @@ def test_a_quantized_variant_slower_than_the_reference_is_called_slower(
 
 
 def test_a_gain_well_under_one_is_never_called_about_the_same() -> None:
-    from profiling.rule_kit import weak
+    from profiling.advice_kit.rule_kit import weak
 
     assert weak("caching", 0.38, "TTFT cold / warm", "k").why.endswith("0.38×, slower than without")
     assert weak("caching", 0.98, "TTFT cold / warm", "k").why.endswith("0.98×, about the same")

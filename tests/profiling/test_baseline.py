@@ -9,11 +9,11 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from profiling import decode_path, hardware
 from profiling.config import Workload
 from profiling.experiments import baseline, baseline_plan
-from profiling.loading import Source, model_info
-from profiling.memory import weights_bytes
+from profiling.measure import decode_path, hardware
+from profiling.model.loading import Source, model_info
+from profiling.model.memory import weights_bytes
 from tests.profiling.tiny import tiny_llama_config
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -6,12 +6,12 @@ from types import SimpleNamespace
 
 import pytest
 
-from profiling import cost
 from profiling.caching import budget as caching_budget
 from profiling.caching.experiment import CachingPlan
+from profiling.measure import cost
+from profiling.model.prompts import PromptSet
 from profiling.parallel import budget as parallel_budget
 from profiling.profile import Profile
-from profiling.prompts import PromptSet
 from profiling.quantization import budget as quant_budget
 from profiling.quantization.experiment import QuantPlan
 from profiling.results import PrefillPoint, Samples

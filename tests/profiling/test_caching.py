@@ -16,14 +16,14 @@ from profiling.caching import experiment as caching
 from profiling.caching import measure
 from profiling.caching.results import CachingResult
 from profiling.config import Workload
-from profiling.memory import kv_bytes_per_token_measured
+from profiling.model.memory import kv_bytes_per_token_measured
 from profiling.profile import Profile
 from profiling.techniques import BY_NAME
 from tests.profiling.test_cli import run_cli
 from tests.profiling.tiny import tiny_llama_config
 
 try:
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
 except ImportError:  # the demo family is built by another module
     ensure_demo = None
 
@@ -56,7 +56,7 @@ def tiny() -> LlamaForCausalLM:
 @pytest.fixture(scope="module")
 def demo() -> tuple[Any, Any]:
     if ensure_demo is None:
-        pytest.skip("profiling.demo is not available")
+        pytest.skip("profiling.model.demo is not available")
     path = ensure_demo("demo")
     model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True).eval()
     return model, AutoTokenizer.from_pretrained(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling import hardware
+from profiling.measure import hardware
 
 
 @pytest.mark.parametrize(

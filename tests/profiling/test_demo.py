@@ -14,9 +14,9 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaForCausalLM
 
-from profiling import demo, demo_corpus
-from profiling.demo import DEMO_MODELS, DEMO_VERSION, ensure_demo
-from profiling.demo_training import greedy_agreement, held_out_ids, perplexity
+from profiling.model import demo, demo_corpus
+from profiling.model.demo import DEMO_MODELS, DEMO_VERSION, ensure_demo
+from profiling.model.demo_training import greedy_agreement, held_out_ids, perplexity
 from tests.polling import until
 
 

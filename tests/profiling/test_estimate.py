@@ -6,26 +6,24 @@ import json
 
 import pytest
 
-from profiling import hardware
 from profiling.config import ProfileConfig, Workload
-from profiling.estimate import (
+from profiling.measure import hardware
+from profiling.model.shapes import Shapes
+from profiling.profile import Profile
+from profiling.projection.calibration import (
     ASSUMED_LAYER_SECONDS,
     ASSUMED_PASS_SECONDS,
     CALIBRATED,
     ESTIMATED,
     Calibration,
     PhaseRate,
-    allreduce_seconds,
     assumed,
     calibrate,
     fit_rates,
     leave_one_out,
     median_abs_error,
-    project,
-    shipped_configs,
 )
-from profiling.profile import Profile
-from profiling.shapes import Shapes
+from profiling.projection.estimate import allreduce_seconds, project, shipped_configs
 from tests.profiling.tiny import tiny_llama_config
 
 
@@ -57,7 +55,7 @@ def test_shapes_count_the_parameters_of_a_real_mixture_of_experts() -> None:
 
 
 def test_kv_bytes_per_token_agree_with_the_librarys_own_count() -> None:
-    from profiling.memory import kv_bytes_per_token_computed
+    from profiling.model.memory import kv_bytes_per_token_computed
 
     config = tiny_llama_config()
     shapes = Shapes.from_config(config.to_dict())
@@ -125,7 +123,7 @@ def test_projection_of_llama_8b_on_h100_is_memory_bound_decode_and_splits_over_g
 
 def test_no_projection_is_faster_than_a_pass_can_be() -> None:
     # A 2-layer demo model on an H100: the roofline alone says microseconds per pass.
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
 
     shapes = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
     h100 = hardware.lookup("H100")
@@ -179,7 +177,7 @@ def demo_profile(one_torch_thread: None) -> dict:
 
 
 def test_calibrated_predictions_on_demo_at_held_out_shapes(demo_profile: dict) -> None:
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
 
     shapes = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
     predictions = leave_one_out(shapes, Profile.from_dict(demo_profile))

@@ -21,8 +21,9 @@ print(json.dumps({"modules": names, "banned": banned}))
 
 IMPORT_LIGHT = """
 import json, sys
-import profiling, profiling.config, profiling.results, profiling.hardware, profiling.serde
-import profiling.errors, profiling.verdict, profiling.experiments, profiling.timing
+import profiling, profiling.config, profiling.results, profiling.measure.hardware, profiling.serde
+import profiling.errors, profiling.projection.verdict, profiling.experiments
+import profiling.measure.timing
 import profiling.quantization.results, profiling.quantization.report
 import profiling.quantization.experiment
 import profiling.parallel.results, profiling.parallel.plans, profiling.parallel.experiment

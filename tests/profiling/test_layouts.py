@@ -8,10 +8,11 @@ import time
 
 from profiling.advice.build import estimate_report
 from profiling.config import Workload
-from profiling.estimate import assumed, shipped_configs
-from profiling.hardware import lookup
+from profiling.measure.hardware import lookup
+from profiling.model.shapes import Shapes
 from profiling.parallel import layouts
-from profiling.shapes import Shapes
+from profiling.projection.calibration import assumed
+from profiling.projection.estimate import shipped_configs
 
 H100 = lookup("H100")
 

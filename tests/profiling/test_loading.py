@@ -11,7 +11,6 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
-from profiling import loading
 from profiling.config import ProfileConfig, is_repo_id
 from profiling.errors import (
     DeviceUnavailable,
@@ -19,6 +18,7 @@ from profiling.errors import (
     PathNotAllowed,
     RemoteCodeError,
 )
+from profiling.model import loading
 from tests.profiling.tiny import tiny_llama_config
 
 
@@ -200,10 +200,10 @@ def test_demo_names_go_through_ensure_demo_and_the_local_path(
     monkeypatch: pytest.MonkeyPatch, model_dir: Path
 ) -> None:
     built = []
-    fake = types.ModuleType("profiling.demo")
+    fake = types.ModuleType("profiling.model.demo")
     fake.DEMO_MODELS = ("demo", "demo-draft")
     fake.ensure_demo = lambda name, cache_dir=None, progress=None: built.append(name) or model_dir
-    monkeypatch.setitem(sys.modules, "profiling.demo", fake)
+    monkeypatch.setitem(sys.modules, "profiling.model.demo", fake)
     loaded = loading.load(config_for("demo-draft"), "cpu", "float32")
     assert built == ["demo-draft"] and loaded.info.source == "demo"
     assert loaded.path == model_dir.resolve()

@@ -6,21 +6,19 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from profiling import hardware
+from profiling.advice_kit.facts import Facts
 from profiling.config import Workload
-from profiling.estimate import assumed, project, shipped_configs
-from profiling.facts import Facts
-from profiling.memory import (
-    RESERVE_FIXED_BYTES,
+from profiling.measure import hardware
+from profiling.model.memory import (
     PeakMemory,
-    activation_bytes,
-    fit_check,
     kv_bytes_per_token_computed,
     kv_bytes_per_token_measured,
-    usable_bytes,
     weights_bytes,
 )
-from profiling.shapes import Shapes
+from profiling.model.shapes import Shapes
+from profiling.projection.calibration import assumed
+from profiling.projection.estimate import project, shipped_configs
+from profiling.projection.fit import RESERVE_FIXED_BYTES, activation_bytes, fit_check, usable_bytes
 from profiling.units import GIB
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

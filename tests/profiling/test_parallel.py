@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from profiling.config import ConfigError, Hardware, ProfileConfig, Workload
-from profiling.hardware import lookup
+from profiling.measure.hardware import lookup
+from profiling.measure.timing import CpuClock
 from profiling.parallel import plans
 from profiling.parallel.disaggregation import Sizes, disaggregate, workers_for
 from profiling.parallel.interference import Interference, measure_interference
@@ -20,7 +21,6 @@ from profiling.parallel.plans import ParamBytes
 from profiling.parallel.results import DisaggregationResult, ParallelResult
 from profiling.profile import Profile
 from profiling.results import Samples
-from profiling.timing import CpuClock
 from tests.profiling.tiny import save_tiny_llama_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,7 +125,7 @@ def test_the_fewest_devices_that_fit_are_found() -> None:
 def test_a_real_model_is_read_by_module(model_dir: Path) -> None:
     from transformers import AutoModelForCausalLM
 
-    from profiling.memory import weights_bytes
+    from profiling.model.memory import weights_bytes
 
     model = AutoModelForCausalLM.from_pretrained(model_dir)
     shape = plans.shape_of(

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from profiling.config import ProfileConfig, Workload
-from profiling.loading import load
-from profiling.prompts import PromptSet, load_prompts
+from profiling.model.loading import load
+from profiling.model.prompts import PromptSet, load_prompts
 from profiling.quantization import experiment as quantization
 from profiling.quantization import quality
 from profiling.quantization.experiment import Spec

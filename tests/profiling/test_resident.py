@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import torch
 
-from profiling.resident import can_move, set_aside
+from profiling.measure.resident import can_move, set_aside
 from profiling.techniques import BY_NAME
 
 
@@ -32,7 +32,7 @@ def test_the_experiments_that_load_their_own_weights_are_marked() -> None:
 
 
 def test_weights_larger_than_one_gpu_go_over_the_visible_ones() -> None:
-    from profiling.loading import spread_over
+    from profiling.model.loading import spread_over
 
     gib = 2**30
     assert spread_over(10 * gib, [80 * gib, 80 * gib]) is None  # fits the first

@@ -131,7 +131,7 @@ def test_a_missing_model_is_a_model_source_error(tmp_path: Path) -> None:
 def test_running_out_of_memory_becomes_out_of_memory(
     model_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from profiling import memory
+    from profiling.model import memory
 
     def no_memory(*args: object, **kwargs: object) -> int:
         raise RuntimeError("DefaultCPUAllocator: can't allocate memory: you tried 1 TB")

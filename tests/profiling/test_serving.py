@@ -7,11 +7,12 @@ from dataclasses import dataclass
 
 import pytest
 
-from profiling.estimate import assumed, project, shipped_configs
-from profiling.hardware import lookup
-from profiling.serving import percentiles, simulate
-from profiling.shapes import Shapes
-from profiling.step_time import StepModel
+from profiling.measure.hardware import lookup
+from profiling.model.shapes import Shapes
+from profiling.projection.calibration import assumed
+from profiling.projection.estimate import project, shipped_configs
+from profiling.projection.serving import percentiles, simulate
+from profiling.projection.step_time import StepModel
 
 
 @dataclass

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.prompts import PromptSet
+from profiling.model.prompts import PromptSet
 from profiling.runner import PROFILE_BUDGET_S, budget_share
 from profiling.speculative import budget
 from profiling.speculative.experiment import SpeculativePlan

@@ -7,15 +7,16 @@ import pytest
 
 from profiling.advice.build import estimate_report
 from profiling.config import Workload
-from profiling.estimate import assumed, shipped_configs
-from profiling.hardware import lookup
-from profiling.shapes import Shapes
+from profiling.measure.hardware import lookup
+from profiling.model.shapes import Shapes
+from profiling.projection.calibration import assumed
+from profiling.projection.estimate import shipped_configs
+from profiling.projection.step_time import StepModel
 from profiling.speculative.estimate_advice import (
     ASSUMED_ACCEPTANCE,
     speedup,
     tokens_per_pass,
 )
-from profiling.step_time import StepModel
 
 H100 = lookup("H100")
 

@@ -13,7 +13,7 @@ from transformers import (
     LlamaForCausalLM,
 )
 
-from profiling.prompts import load_prompts
+from profiling.model.prompts import load_prompts
 from profiling.speculative import experiment as speculative
 from profiling.speculative.drafting import (
     ModelDrafter,
@@ -28,10 +28,10 @@ from tests.profiling.specdata import tiny_family, word_tokenizer
 NEW_TOKENS = 24
 ALL_KS = range(1, 9)
 try:
-    from profiling.demo import ensure_demo
+    from profiling.model.demo import ensure_demo
 except ImportError:  # the demo family is built by another module; skip until it is there
     ensure_demo = None
-needs_demo = pytest.mark.skipif(ensure_demo is None, reason="profiling.demo is not available")
+needs_demo = pytest.mark.skipif(ensure_demo is None, reason="profiling.model.demo is not available")
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -50,7 +50,7 @@ def tiny() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def demo() -> dict[str, Any]:
     if ensure_demo is None:
-        pytest.skip("profiling.demo is not available")
+        pytest.skip("profiling.model.demo is not available")
 
     loaded = {}
     for name in ("demo", "demo-draft"):
@@ -187,7 +187,7 @@ def test_demo_draft_agrees_with_the_demo_on_most_next_tokens(demo) -> None:
     # At K=1 the acceptance rate is the share of next tokens the draft gets right.
     # Prompts from the demo's own held-out text: on it the family is meant to agree
     # (the shipped prompt set is off its grammar, and the target soon ends those).
-    from profiling import demo_corpus
+    from profiling.model import demo_corpus
 
     tok = demo["demo:tok"]
     paragraphs = demo_corpus.documents(demo_corpus.held_out_text())[:4]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from profiling.prompts import PromptSet, load_prompts
+from profiling.model.prompts import PromptSet, load_prompts
 from profiling.speculative import experiment as speculative
 from profiling.speculative.results import SpeculativeResult
 from tests.profiling.specdata import FakeClock, decode_point, tiny_family, word_tokenizer

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from profiling.advice.stability import answers, near_the_bar, stability_rate
-from profiling.advice_results import (
+from profiling.advice_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Advice,
@@ -16,7 +16,7 @@ from profiling.advice_results import (
     Recommendation,
 )
 from profiling.config import ProfileConfig
-from profiling.stats import rerun_misses
+from profiling.measure.stats import rerun_misses
 
 RUNS = 5
 

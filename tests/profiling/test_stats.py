@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.stats import BETTER, INCONCLUSIVE, WORSE, ratio_interval
+from profiling.measure.stats import BETTER, INCONCLUSIVE, WORSE, ratio_interval
 
 
 def test_a_clear_effect_has_an_interval_above_one_around_the_ratio_of_medians():

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from profiling.measure.timing import CpuClock, measure, noisy_warning, noisy_warnings
 from profiling.results import Samples
-from profiling.timing import CpuClock, measure, noisy_warning, noisy_warnings
 
 
 class FakeClock:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from profiling.config import Workload
+from profiling.projection.verdict import format_ms, interpolate, nearest_batch, verdict
 from profiling.results import DecodePoint, FitCheck, PrefillPoint, Samples
-from profiling.verdict import format_ms, interpolate, nearest_batch, verdict
 
 
 def prefill(tokens: int, seconds: float, batch: int = 1) -> PrefillPoint:

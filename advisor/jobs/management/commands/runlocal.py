@@ -42,7 +42,7 @@ def worker_argv() -> list[str]:
 def demo_argv(name: str) -> list[str]:
     # In a child process: this one (and the site it starts) never imports torch.
     code = (
-        "from profiling.cli import StderrProgress; from profiling.demo import ensure_demo; "
+        "from profiling.cli import StderrProgress; from profiling.model.demo import ensure_demo; "
         f"ensure_demo({name!r}, progress=StderrProgress())"
     )
     return [sys.executable, "-c", code]

@@ -34,12 +34,12 @@ from profiling.errors import (
     RemoteCodeError,
     one_line,
 )
-from profiling.hub import download, download_config, revision
-from profiling.results import ModelInfo
+from profiling.model.hub import download, download_config, revision
+from profiling.model.info import ModelInfo
 
 Progress = Callable[[str, float, str], None]
 
-DEMO_NAMES = ("demo", "demo-draft")  # fallback when profiling.demo is absent
+DEMO_NAMES = ("demo", "demo-draft")  # fallback when profiling.model.demo is absent
 _PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model")
 _REMOTE_CODE = "this model needs trust_remote_code, which Bottleneck Advisor never enables"
@@ -103,7 +103,7 @@ def pick_dtype(requested: str, device: str) -> str:
 
 def demo_names() -> tuple[str, ...]:
     try:
-        from profiling.demo import DEMO_MODELS
+        from profiling.model.demo import DEMO_MODELS
     except ImportError:
         return DEMO_NAMES
     return tuple(DEMO_MODELS)
@@ -137,7 +137,7 @@ def _resolve_demo(name: str, progress: Progress) -> Source:
     if name not in demo_names():
         raise ModelSourceError(f"unknown demo model {name!r}; choose {' or '.join(demo_names())}")
     try:
-        from profiling.demo import ensure_demo
+        from profiling.model.demo import ensure_demo
     except ImportError as exc:
         raise ModelSourceError("the demo models are not available in this version") from exc
     # The demo directory is ours, not the user's: the allowed roots do not apply.
@@ -232,7 +232,7 @@ def load(
     applied while the weights load; config-only models cannot take one.
     """
     progress = progress or _noop
-    from profiling.progress import span
+    from profiling.measure.progress import span
 
     progress("load", 0.0, f"finding {config.model}")
     source = resolve(config, span(progress, 0.0, 0.5))  # a first demo build takes a while

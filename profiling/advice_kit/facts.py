@@ -11,15 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling import hardware, memory
-from profiling.advice_results import ESTIMATED, MEASURED
+from profiling.advice_kit.advice_results import ESTIMATED, MEASURED
 from profiling.config import Workload
-from profiling.estimate import Calibration, Projection
-from profiling.hardware import GPU
+from profiling.measure import hardware
+from profiling.measure.hardware import GPU
+from profiling.model.shapes import DTYPE_BYTES, Shapes
+from profiling.projection.calibration import Calibration
+from profiling.projection.estimate import Projection
+from profiling.projection.fit import activation_bytes, fit_check
+from profiling.projection.serving import Served
+from profiling.projection.verdict import nearest_batch
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
-from profiling.serving import Served
-from profiling.shapes import DTYPE_BYTES, Shapes
-from profiling.verdict import nearest_batch
 
 
 @dataclass
@@ -80,8 +82,8 @@ class Facts:
         """The fit check again with other weights (a quantized variant's)."""
         if self.gpu is None:
             return None
-        peak = memory.activation_bytes(self.shapes, self.dtype, self.gpu_count)
-        return memory.fit_check(
+        peak = activation_bytes(self.shapes, self.dtype, self.gpu_count)
+        return fit_check(
             weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu, self.gpu_count, peak
         )
 
@@ -99,8 +101,8 @@ class Facts:
         """Facts of an analytic estimate: no experiment ran, every figure is derived."""
         weights, kv_token = projection.weights_bytes, projection.kv_cache_bytes_per_token
         count = projection.gpu_count
-        peak = memory.activation_bytes(shapes, projection.dtype, count)
-        fit = memory.fit_check(weights, kv_token, workload, gpu, count, peak)
+        peak = activation_bytes(shapes, projection.dtype, count)
+        fit = fit_check(weights, kv_token, workload, gpu, count, peak)
         decode_seconds = projection.tpot_seconds * max(workload.output_tokens - 1, 0)
         total = projection.ttft_seconds + decode_seconds
         # A request's time splits three ways: waiting to be scheduled (zero without a

@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 PROMPTS_PATH = DATA / "prompts_v1.json"
 EVAL_TEXT_PATH = DATA / "eval_text_v1.json"
 

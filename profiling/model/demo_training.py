@@ -2,8 +2,8 @@
 target trained on `demo_corpus`, a one-layer draft distilled from it, and the
 held-out measures (perplexity, greedy agreement) the build records.
 
-`profiling.demo` builds, caches and serves the family; this module decides its
-weights. Changing the recipe means bumping `profiling.demo.DEMO_VERSION`.
+`profiling.model.demo` builds, caches and serves the family; this module decides its
+weights. Changing the recipe means bumping `profiling.model.demo.DEMO_VERSION`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from profiling import demo_corpus
+from profiling.model import demo_corpus
 
 if TYPE_CHECKING:
     import torch

@@ -12,7 +12,7 @@ shares that step with, and its TPOT includes the prefill chunks mixed into
 its decode steps: the two effects a static "prefill, then decode at batch =
 concurrency" sum leaves out.
 
-The step time comes from `profiling.step_time` (the calibration's roofline of
+The step time comes from `profiling.projection.step_time` (the calibration's roofline of
 the whole step's work, tensor parallelism's all-reduces included). Users are a
 closed loop (`concurrency` users, each sending their next request when the last
 one ends, as a benchmark's max-concurrency does, spread over one request's time
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling import serde
-from profiling.step_time import StepModel
+from profiling.projection.step_time import StepModel
 
 # vLLM's defaults for online serving (chunked prefill on).
 MAX_BATCHED_TOKENS = 8192

@@ -1,4 +1,4 @@
-"""The profile as text for a terminal: the CLI's summary tables, its numbers through
+"""The profile and its advice as text for a terminal: the CLI's summary tables, its numbers through
 `profiling.units` as on the report."""
 
 from __future__ import annotations

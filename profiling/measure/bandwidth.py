@@ -18,7 +18,7 @@ import functools
 import statistics
 from dataclasses import dataclass
 
-from profiling.timing import clock_for
+from profiling.measure.timing import clock_for
 
 CUDA_BYTES = 1 << 30  # 1 GiB: far past any cache
 # 512 MiB: past a server CPU's last-level cache (260 MiB on the machine this was

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling.hardware import GPU
+from profiling.measure.hardware import GPU
 
 # Quantized kernels do more than read bytes: an assumed share added to the time the
 # bytes take. Weight-only kernels unpack each weight (int4 kernels are published at
@@ -30,7 +30,7 @@ EIGHT_BIT_OVERHEAD = 0.35
 class Precision:
     key: str
     label: str
-    weights: str  # a `profiling.shapes.DTYPE_BYTES` key: the bytes per parameter
+    weights: str  # a `profiling.model.shapes.DTYPE_BYTES` key: the bytes per parameter
     compute: str  # the matmuls' format: "bfloat16", "float16", "float8" or "int8"
     dequant: float = 0.0  # share added to the bytes-bound time (unpacking, activation scales)
     quality: str = ""  # what to expect of the output, to check on the real model

@@ -12,7 +12,7 @@ import socket
 from datetime import UTC, datetime
 from typing import Any
 
-from profiling import hardware
+from profiling.measure import hardware
 from profiling.results import Environment
 
 

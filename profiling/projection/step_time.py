@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from profiling.hardware import GPU
-from profiling.precision import kv_format, weights_format
-from profiling.shapes import Shapes
+from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
+from profiling.projection.precision import kv_format, weights_format
 
 
 class PhaseModel(Protocol):
@@ -25,7 +25,7 @@ class PhaseModel(Protocol):
 
 
 class Rates(Protocol):
-    """What the step model reads of a calibration (`profiling.estimate.Calibration`)."""
+    """What the step model reads of a calibration (`calibration.Calibration`)."""
 
     prefill: PhaseModel
     decode: PhaseModel
@@ -71,7 +71,7 @@ class StepModel:
 
     shapes: Shapes
     rates: Rates
-    dtype: str  # the weights' (a precision or torch dtype name: `profiling.precision`)
+    dtype: str  # the weights' (a precision or torch dtype name: `profiling.projection.precision`)
     kv_dtype: str = ""  # the KV cache's ("" = the weights' when 16 bits or wider, else bf16)
     devices: int = 1  # tensor-parallel ranks sharing each step
     gpu: GPU | None = None

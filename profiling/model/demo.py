@@ -28,8 +28,8 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from profiling import demo_corpus
-from profiling.demo_training import (
+from profiling.model import demo_corpus
+from profiling.model.demo_training import (
     RECIPE,
     build_model,
     distill_draft,

@@ -1,0 +1,158 @@
+"""The user's workload projected from a calibration: TTFT, TPOT, throughput and fit.
+
+No torch import: the site projects "what if" from a stored report with this
+module alone, and `python -m profiling estimate` works from a config file (the
+shipped ones: `shipped_configs`). The rates a projection rests on, estimated or
+calibrated by measurement, are `profiling.projection.calibration`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from profiling import serde
+from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
+from profiling.projection.calibration import Calibration
+from profiling.projection.fit import activation_bytes, usable_bytes
+from profiling.projection.precision import kv_format, weights_format
+from profiling.projection.serving import Served, simulate
+from profiling.projection.step_time import (
+    ALLREDUCE_LATENCY_S,
+    StepModel,
+    allreduce_seconds,
+    kv_capacity_tokens,
+)
+
+
+@dataclass
+class Projection:
+    """The user's workload projected with one calibration (every figure derived, none measured).
+
+    TTFT, TPOT, end to end and throughput are the simulated engine's (continuous
+    batching with chunked prefill at the user's concurrency: `profiling.projection.serving`),
+    medians over its requests, with `served` holding the percentiles; the two
+    static figures beside them are one request's prefill alone and one decode
+    step at batch = concurrency, the shapes a profile measures.
+    """
+
+    basis: str
+    calibration_note: str
+    dtype: str
+    gpu: str | None
+    gpu_count: int
+    weights_bytes: int
+    kv_cache_bytes_per_token: int
+    kv_cache_bytes: int  # concurrency x context
+    fits: bool | None
+    ttft_seconds: float
+    tpot_seconds: float
+    end_to_end_seconds: float
+    decode_tokens_per_second: float  # output tokens per second, summed over the requests
+    prefill_share: float
+    prefill_alone_seconds: float = 0.0  # one request's prompt, nothing else running
+    step_seconds: float = 0.0  # one decode step at batch = concurrency, mid-generation context
+    queue_share: float = 0.0
+    kv_dtype: str = ""
+    served: Served | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return serde.to_dict(self)
+
+
+def project(
+    shapes: Shapes,
+    calibration: Calibration,
+    dtype: str,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int,
+    gpu: GPU | None = None,
+    gpu_count: int = 1,
+    *,
+    kv_dtype: str = "",
+    ttft_ms: float | None = None,
+    tpot_ms: float | None = None,
+    cached_tokens: int = 0,
+) -> Projection:
+    """TTFT, TPOT, throughput and fit for a workload served by `gpu_count` devices in
+    tensor parallel (weights and KV split over them)."""
+    weights = shapes.weights_bytes(weights_format(dtype))
+    kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))
+    kv = kv_token * concurrency * (prompt_tokens + output_tokens)
+    step = StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu)
+    cached = max(0, min(cached_tokens, prompt_tokens - 1))  # a prefix already in the cache
+    alone = step.seconds(0, 0, ((prompt_tokens - cached, cached),))
+    static_step = step.seconds(concurrency, concurrency * (prompt_tokens + output_tokens // 2))
+    fits, capacity = None, None
+    if gpu is not None:
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, gpu_count))
+        fits = weights + kv <= usable * gpu_count  # the fit check's
+        capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, usable)
+    notes, served = [], None
+    if capacity is None or capacity >= prompt_tokens + output_tokens:
+        try:
+            served = simulate(
+                step, prompt_tokens, output_tokens, concurrency=concurrency, kv_tokens=capacity,
+                ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
+                tpot_slo=tpot_ms / 1e3 if tpot_ms else None, cached_tokens=cached,
+            )  # fmt: skip
+        except ValueError as exc:
+            notes.append(f"not served by the simulated engine ({exc})")
+    if served is not None:
+        notes += served.notes
+        ttft, tpot, e2e = served.ttft.p50, served.tpot.p50, served.e2e.p50
+        throughput, prefill_share = served.output_tokens_per_second, served.prefill_share
+        queue_share = served.queue_share
+    else:
+        notes = notes or ["one request's KV cache does not fit beside the weights: figures are "
+                          "for the work alone, as if it fitted"]  # fmt: skip
+        ttft, tpot = alone, static_step
+        e2e = ttft + tpot * max(output_tokens - 1, 0)
+        throughput, prefill_share, queue_share = concurrency / tpot, ttft / e2e, 0.0
+    if gpu_count > 1:
+        link = gpu.interconnect if gpu is not None else "an assumed link"
+        comm_prefill = allreduce_seconds(shapes, prompt_tokens, gpu_count, gpu)
+        comm_decode = allreduce_seconds(shapes, concurrency, gpu_count, gpu)
+        notes.append(
+            f"{gpu_count} devices in tensor parallel: work split evenly, plus "
+            f"{2 * shapes.num_layers} ring all-reduces per pass over {link} "
+            f"({comm_prefill * 1e3:.3g} ms per prefill, {comm_decode * 1e3:.3g} ms per decode "
+            f"step; {ALLREDUCE_LATENCY_S * 1e6:.0f} µs per call assumed)"
+        )
+    return Projection(
+        basis=calibration.basis,
+        calibration_note=calibration.note,
+        dtype=dtype,
+        gpu=gpu.key if gpu else None,
+        gpu_count=gpu_count,
+        weights_bytes=weights,
+        kv_cache_bytes_per_token=kv_token,
+        kv_cache_bytes=kv,
+        fits=fits,
+        ttft_seconds=ttft,
+        tpot_seconds=tpot,
+        end_to_end_seconds=e2e,
+        decode_tokens_per_second=throughput,
+        prefill_share=prefill_share,
+        prefill_alone_seconds=alone,
+        step_seconds=static_step,
+        queue_share=queue_share,
+        kv_dtype=kv_format(dtype, kv_dtype),
+        served=served,
+        notes=notes,
+    )
+
+
+def shipped_configs() -> dict[str, dict[str, Any]]:
+    """Configs of common models shipped with the project (offline estimates), by name."""
+    folder = resources.files("profiling").joinpath("data/configs")
+    out = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".json"):
+            out[entry.name.removesuffix(".json")] = json.loads(entry.read_text())
+    return out

@@ -1,0 +1,94 @@
+"""The fit check: do the weights and the KV cache for a workload fit on the GPUs?
+
+Each GPU's memory less what a serving engine holds back (its headroom, the CUDA
+context and runtime, the activations of its largest prefill chunk) is what the
+weights and the KV cache may use. The bytes themselves come from the model
+(`profiling.model.memory` measures them, `profiling.model.shapes` computes them).
+"""
+
+from __future__ import annotations
+
+from profiling.config import Workload
+from profiling.measure.hardware import GPU
+from profiling.model.shapes import Shapes
+from profiling.projection.precision import kv_format
+from profiling.projection.serving import MAX_BATCHED_TOKENS, MAX_SEQS
+from profiling.results import FitCheck
+from profiling.units import GIB, size
+
+# Held back on each GPU: the share a serving engine leaves unused (vLLM's
+# gpu_memory_utilization of 0.9) and a fixed amount for the CUDA context and
+# the runtime's own buffers. The activations of the largest prefill chunk come
+# on top (`activation_bytes`).
+RESERVE_SHARE = 0.10
+RESERVE_FIXED_BYTES = GIB
+
+
+def activation_bytes(shapes: Shapes | None, dtype: str, devices: int = 1) -> int:
+    """Per device, the activation peak of the largest prefill chunk a serving engine
+    runs: vLLM's default of 8,192 batched tokens over up to 256 sequences, the pass
+    its start-up profiling sizes the KV cache after. 0 without the model's shapes."""
+    if shapes is None:
+        return 0
+    fmt = kv_format(dtype)  # activations: 16 bits, or the weights' wider float
+    return shapes.prefill_activation_bytes(fmt, MAX_BATCHED_TOKENS, MAX_SEQS, devices)
+
+
+def usable_bytes(device_memory_bytes: int, activations: int) -> int:
+    """One device's memory less the engine's reserve, the CUDA context and runtime,
+    and the `activations` peak (`activation_bytes`): what weights and KV cache may
+    use on it."""
+    reserve = int(RESERVE_SHARE * device_memory_bytes) + RESERVE_FIXED_BYTES + activations
+    return max(0, int(device_memory_bytes) - reserve)
+
+
+def reserve_note(activations: int) -> str:
+    """What `usable_bytes` holds back per GPU, in words."""
+    chunk = f"{MAX_BATCHED_TOKENS:,}-token prefill chunk"
+    peak = (f", and {size(activations)} for the activations of a {chunk}" if activations
+            else f"; the activations of a {chunk} are not counted (the model's shapes are "
+            "unknown)")  # fmt: skip
+    return (
+        f"reserves {RESERVE_SHARE:.0%} of each GPU's memory (the serving engine's headroom) "
+        f"plus {size(RESERVE_FIXED_BYTES)} for the CUDA context and runtime{peak}"
+    )
+
+
+def fit_check(
+    weights_bytes: int,
+    kv_bytes_per_token: int,
+    workload: Workload,
+    gpu: GPU,
+    gpu_count: int,
+    activations: int,
+) -> FitCheck:
+    """Do the weights plus the KV cache for the workload fit on the GPUs?
+
+    Needs weights + kv_bytes_per_token × concurrency × (prompt + output)
+    within the GPUs' memory minus a reserve per GPU for the runtime and the
+    `activations` peak per GPU (`activation_bytes` at `gpu_count` shards).
+    Weights are assumed split evenly over the GPUs (tensor parallel).
+    """
+    available = usable_bytes(gpu.memory_bytes, activations) * gpu_count
+    context = workload.context_tokens
+    per_request = kv_bytes_per_token * context
+    kv = per_request * workload.concurrency
+    required = weights_bytes + kv
+    room_for_kv = max(0, available - weights_bytes)
+    return FitCheck(
+        gpu_kind=gpu.key,
+        gpu_count=gpu_count,
+        device_memory_bytes=int(gpu.memory_bytes) * gpu_count,
+        concurrency=workload.concurrency,
+        context_tokens=context,
+        weights_bytes=weights_bytes,
+        kv_cache_bytes=kv,
+        required_bytes=required,
+        available_bytes=available,
+        fits=required <= available,
+        headroom_bytes=available - required,
+        max_concurrency=room_for_kv // per_request if per_request else 0,
+        activation_bytes=activations * gpu_count,
+        note=f"{reserve_note(activations)}, per GPU; weights are assumed split evenly "
+        "across the GPUs",
+    )
