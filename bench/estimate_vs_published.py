@@ -71,6 +71,7 @@ import re
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,11 +81,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from profiling.measure.hardware import GPU, UnknownGPU, lookup, match_device_name  # noqa: E402
 from profiling.model.shapes import DTYPE_BYTES, Shapes  # noqa: E402
 from profiling.projection.calibration import assumed  # noqa: E402
+from profiling.projection.engines import limits as engine_limits  # noqa: E402
 from profiling.projection.estimate import project, shipped_configs  # noqa: E402
-from profiling.projection.fit import activation_bytes, usable_bytes  # noqa: E402
 from profiling.projection.precision import PRECISIONS  # noqa: E402
-from profiling.projection.serving import MAX_BATCHED_TOKENS, MAX_SEQS, Served, simulate  # noqa: E402
-from profiling.projection.step_time import StepModel, kv_capacity_tokens  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
 ROWS_FILE = DATA / "published_serving.jsonl"
@@ -96,6 +95,8 @@ METRIC_LABELS = {"ttft": "TTFT", "itl_tpot": "ITL/TPOT", "throughput": "output t
 # Offline: every request queued at once (see the docstring).
 OFFLINE_RATE = 1e9
 OFFLINE_ROUNDS = 4
+# The engine whose limits a row's projection uses, by the row's engine.
+ENGINE_LIMITS = {"TensorRT-LLM": "tensorrt-llm"}
 FP8_KV = "float8"  # the fp8 KV cache's `profiling.shapes.DTYPE_BYTES` key
 
 # The model a row names -> its config: shipped with the project (profiling/data/configs)
@@ -319,99 +320,59 @@ def express(row: dict[str, Any], configs: dict[str, dict[str, Any]]) -> dict[str
     assert gpu is not None and dtype is not None and isl is not None and osl is not None
     isl, osl = int(round(isl)), int(round(osl))
     calibration = assumed(gpu, dtype, shapes.num_layers)
-    step = StepModel(shapes, calibration, dtype, kv, tp, gpu)
-    usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, tp))
-    capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, tp, usable)
     text = (row.get("notes") or "") + " " + (row.get("quote") or "")
     static = bool(STATIC_BATCH.search(row.get("notes") or ""))
-    max_seqs, seqs_from = MAX_SEQS, f"simulator default MAX_SEQS (vLLM's) = {MAX_SEQS}"
+    offline = mode == "offline"
+    engine = engine_limits(gpu, ENGINE_LIMITS.get(out["engine"], "vllm"), offline)
+    seqs_from = f"{engine.engine}'s default"
     requests, requests_from = None, ""
     if static and row.get("concurrency"):
-        max_seqs = requests = row["concurrency"] // replicas
+        engine = replace(engine, max_seqs=row["concurrency"] // replicas)
+        requests = row["concurrency"]
         seqs_from = requests_from = f"static batch of {row['concurrency']} (concurrency)"
     else:
         found = stated(MAX_SEQS_STATED, text)
         if found:
-            max_seqs, seqs_from = found[0] // replicas, f"notes: '{found[1]}'"
+            engine = replace(engine, max_seqs=found[0] // replicas)
+            seqs_from = f"notes: '{found[1]}'"
         found = stated(REQUESTS, text)
         if found:
-            requests, requests_from = found[0] // replicas, f"notes: '{found[1]}'"
-    kv_key = kv or "default"
+            requests, requests_from = found[0], f"notes: '{found[1]}'"
     out["setup"] = {
-        "config": name, "gpu": gpu.key, "dtype": dtype, "kv_dtype": kv_key,
+        "config": name, "gpu": gpu.key, "dtype": dtype, "kv_dtype": kv or "default",
         "tp": tp, "replicas": replicas, "layout": how, "input_tokens": isl,
-        "output_tokens": osl, "kv_capacity_tokens": capacity, "max_seqs": max_seqs,
-        "max_seqs_from": seqs_from, "max_batched_tokens": MAX_BATCHED_TOKENS,
+        "output_tokens": osl, "engine_limits": engine.note(), "max_seqs": engine.max_seqs,
+        "max_seqs_from": seqs_from, "max_batched_tokens": engine.max_batched_tokens,
         "variable_lengths": variable, "calibration": calibration.note,
     }  # fmt: skip
     out["expressible"] = True
-    served: Served | None = None
-    why_not = ""
-    if capacity is not None and capacity < isl + osl:
-        why_not = (
-            f"the estimate finds no room for one request's KV cache ({capacity:,} tokens "
-            f"of KV beside the weights < {isl + osl:,})"
-        )
+    rate, concurrency = 0.0, 0
+    if mode == "online-concurrency":
+        concurrency = row["concurrency"]
+        out["setup"]["served_by"] = f"project(concurrency={concurrency})"
+    elif mode == "online-rate":
+        rate = row["request_rate"]
+        out["setup"]["served_by"] = f"project(rate={rate:g}/s Poisson)"
     else:
-        try:
-            if mode == "online-concurrency" and max_seqs == MAX_SEQS:
-                projection = project(
-                    shapes,
-                    calibration,
-                    dtype,
-                    isl,
-                    osl,
-                    row["concurrency"] // replicas,
-                    gpu,
-                    tp,
-                    kv_dtype=kv,
-                )
-                served = projection.served
-                out["setup"]["served_by"] = "project()"
-                if served is None:
-                    why_not = "; ".join(projection.notes)
-            elif mode == "online-concurrency":
-                served = simulate(
-                    step,
-                    isl,
-                    osl,
-                    concurrency=row["concurrency"] // replicas,
-                    kv_tokens=capacity,
-                    max_seqs=max_seqs,
-                )
-                out["setup"]["served_by"] = "simulate(concurrency)"
-            else:
-                if mode == "online-rate":
-                    rate = row["request_rate"] / replicas
-                    out["setup"]["served_by"] = f"simulate(rate={rate:g}/s Poisson)"
-                else:
-                    rate = OFFLINE_RATE
-                    if requests is None:
-                        limit = (
-                            max_seqs if capacity is None else min(max_seqs, capacity // (isl + osl))
-                        )
-                        requests = max(64, OFFLINE_ROUNDS * limit)
-                        requests_from = f"{OFFLINE_ROUNDS} × the {limit} requests run at once"
-                    out["setup"]["served_by"] = "simulate(all queued at t=0)"
-                out["setup"]["requests"] = requests
-                out["setup"]["requests_from"] = requests_from or "simulator default"
-                served = simulate(
-                    step,
-                    isl,
-                    osl,
-                    rate=rate,
-                    requests=requests,
-                    kv_tokens=capacity,
-                    max_seqs=max_seqs,
-                )
-        except ValueError as exc:
-            why_not = f"not served by the simulated engine ({exc})"
+        rate = OFFLINE_RATE
+        if requests is None:
+            requests = max(64, OFFLINE_ROUNDS * engine.max_seqs) * replicas
+            requests_from = f"{OFFLINE_ROUNDS} × the engine's {engine.max_seqs} sequences"
+        out["setup"]["served_by"] = "project(all queued at t=0)"
+    if requests:
+        out["setup"]["requests"], out["setup"]["requests_from"] = requests, requests_from
+    projection = project(
+        shapes, calibration, dtype, isl, osl, concurrency, gpu, tp, kv_dtype=kv,
+        engine=engine, rate=rate, requests=requests, replicas=replicas,
+    )  # fmt: skip
+    served = projection.served
+    why_not = "" if served is not None else "; ".join(projection.notes)
     if served is not None:
         out["setup"]["max_running"] = served.max_running
         out["setup"]["mean_batch"] = round(served.mean_batch, 1)
         itl_kind = "tpot" if "tpot" in (row.get("itl_stat") or "").lower() else "itl"
         per_gpu = row.get("throughput_scope") == "per_gpu"
-        throughput = served.output_tokens_per_second * replicas
+        throughput = projection.decode_tokens_per_second
         predicted = {
             "ttft": served.ttft.p50 * 1e3,
             "itl_tpot": (served.tpot.p50 if itl_kind == "tpot" else served.itl.p50) * 1e3,
@@ -529,7 +490,6 @@ def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "by_engine": _grouped(weak, "engine"),
         },
         "checks": checks,
-        "engine_defaults": {"max_seqs": MAX_SEQS, "max_batched_tokens": MAX_BATCHED_TOKENS},
         "precisions": sorted(PRECISIONS),
         "fp8_kv_key": FP8_KV if FP8_KV in DTYPE_BYTES else None,
     }
@@ -569,8 +529,7 @@ def _print_rows(results: list[dict[str, Any]], title: str) -> None:
             f"{s['gpu']}×{s['tp']}"
             + (f" ×{s['replicas']}rep" if s["replicas"] > 1 else "")
             + f" {s['dtype']}/kv {s['kv_dtype']}, {s['input_tokens']}/{s['output_tokens']}"
-            + f", run≤{s.get('max_running', '-')} (KV {s['kv_capacity_tokens']:,} tok,"
-            + f" max_seqs {s['max_seqs']})"
+            + f", run≤{s.get('max_running', '-')} (max_seqs {s['max_seqs']})"
         )
         print(
             f"  {r['id']:52s} {r['engine']:12s} {mode:8s} {_cell(m.get('ttft')):26s} "
@@ -616,10 +575,10 @@ def report(result: dict[str, Any]) -> None:
         f"{c['not_expressible']} not expressible."
     )
     print(
-        "Estimate: datasheet peaks × assumed efficiencies (profiling.estimate.assumed), "
-        "the simulated engine with vLLM's scheduler defaults "
-        f"(max_seqs {MAX_SEQS}, {MAX_BATCHED_TOKENS} batched tokens) unless the row states "
-        "its limit; one efficiency table for every engine."
+        "Estimate: datasheet peaks × assumed efficiencies (profiling.projection.calibration."
+        "assumed), the simulated engine with the scheduler and memory defaults of the row's "
+        "engine (profiling.projection.engines: TensorRT-LLM's for its rows, vLLM's for the "
+        "rest) unless the row states its limit; one efficiency table for every engine."
     )
     for check, ok in result["checks"].items():
         print(f"Check: {check}: {ok}")

@@ -32,7 +32,7 @@ from profiling.model.shapes import Shapes
 from profiling.parallel.plans import TP_SIZES
 from profiling.projection.calibration import Calibration
 from profiling.projection.fit import activation_bytes, usable_bytes
-from profiling.projection.precision import weights_format
+from profiling.projection.precision import dequant, weights_format
 from profiling.projection.serving import Served, simulate
 from profiling.projection.step_time import (
     ACTIVATION_BYTES,
@@ -53,6 +53,10 @@ class Staged:
 
     step: StepModel
     pp: int
+
+    @property
+    def gpu(self) -> GPU | None:
+        return self.step.gpu
 
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         whole = self.step.seconds(rows, context, chunks)
@@ -75,10 +79,15 @@ class ExpertParallel:
     step: StepModel  # one device: attention is not split
     ep: int
 
+    @property
+    def gpu(self) -> GPU | None:
+        return self.step.gpu
+
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         s = self.step.shapes
         flops, bytes_, tokens = self.step.work(rows, context, chunks)
-        bytes_ += self.weights_read(tokens) - s.weights_read(self.format, tokens)
+        fewer = self.weights_read(tokens) - s.weights_read(self.format, tokens)
+        bytes_ += fewer * (1 + dequant(self.step.dtype))
         seconds = self.step.time_of(flops, bytes_, bool(chunks))
         return seconds + all_to_all_seconds(s, tokens, self.ep, self.step.gpu)
 

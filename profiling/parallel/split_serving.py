@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from profiling.measure.hardware import GPU
 from profiling.projection.serving import Percentiles, Served, simulate
 from profiling.projection.step_time import StepModel
 
@@ -19,6 +20,10 @@ class DecodeOnly:
     """A decode worker's step: prompts are prefilled elsewhere, so chunks cost it nothing."""
 
     step: StepModel
+
+    @property
+    def gpu(self) -> GPU | None:
+        return self.step.gpu
 
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         return self.step.seconds(rows, context) if rows else 0.0

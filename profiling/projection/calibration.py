@@ -119,8 +119,7 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
         ),
         decode=PhaseRate(
             bytes_per_second=gpu.memory_bandwidth_bytes_per_second
-            * ASSUMED_BANDWIDTH_EFFICIENCY
-            / (1 + dequant),
+            * ASSUMED_BANDWIDTH_EFFICIENCY,
             overhead_seconds=per_pass,
         ),
         note=(
@@ -129,7 +128,7 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
             f"{per_pass * 1e3:.2f} ms per pass for scheduling, sampling and kernel launches "
             "(assumed, not measured)"
             + (f"; {form.label} at its {peak / 1e12:,.0f} TFLOP/s peak" if form else "")
-            + (f", {dequant:.0%} more time per byte in its kernels" if dequant else "")
+            + (f", {dequant:.0%} more time per weight byte in its kernels" if dequant else "")
         ),
     )
 

@@ -9,6 +9,7 @@ calibrated by measurement, are `profiling.projection.calibration`'s.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -17,7 +18,8 @@ from profiling import serde
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import Calibration
-from profiling.projection.fit import activation_bytes, usable_bytes
+from profiling.projection.engines import EngineLimits, limits
+from profiling.projection.fit import activation_bytes
 from profiling.projection.precision import kv_format, weights_format
 from profiling.projection.serving import Served, simulate
 from profiling.projection.step_time import (
@@ -78,42 +80,58 @@ def project(
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     cached_tokens: int = 0,
+    engine: EngineLimits | None = None,
+    rate: float = 0.0,
+    requests: int | None = None,
+    replicas: int = 1,
 ) -> Projection:
-    """TTFT, TPOT, throughput and fit for a workload served by `gpu_count` devices in
-    tensor parallel (weights and KV split over them)."""
+    """TTFT, TPOT, throughput and fit for a workload served by `replicas` copies of an
+    engine on `gpu_count` devices in tensor parallel (weights and KV split over them),
+    the load split evenly over the copies: `concurrency` closed-loop users, or requests
+    arriving at `rate` per second (open loop, Poisson; `requests` of them, or as many
+    as the simulation needs). `engine`: the limits of the engine the projection stands
+    for (default: vLLM's on `gpu`)."""
+    engine = engine or limits(gpu)
+    per_copy = math.ceil(concurrency / replicas)
     weights = shapes.weights_bytes(weights_format(dtype))
     kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))
-    kv = kv_token * concurrency * (prompt_tokens + output_tokens)
+    kv = kv_token * per_copy * (prompt_tokens + output_tokens)
     step = StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu)
     cached = max(0, min(cached_tokens, prompt_tokens - 1))  # a prefix already in the cache
     alone = step.seconds(0, 0, ((prompt_tokens - cached, cached),))
-    static_step = step.seconds(concurrency, concurrency * (prompt_tokens + output_tokens // 2))
+    static_step = step.seconds(per_copy, per_copy * (prompt_tokens + output_tokens // 2))
     fits, capacity = None, None
     if gpu is not None:
-        usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, gpu_count))
+        activations = activation_bytes(shapes, dtype, gpu_count)
+        usable = engine.usable_bytes(gpu.memory_bytes, activations, weights / gpu_count)
         fits = weights + kv <= usable * gpu_count  # the fit check's
         capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, usable)
     notes, served = [], None
     if capacity is None or capacity >= prompt_tokens + output_tokens:
         try:
             served = simulate(
-                step, prompt_tokens, output_tokens, concurrency=concurrency, kv_tokens=capacity,
-                ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
+                step, prompt_tokens, output_tokens, concurrency=0 if rate else per_copy,
+                rate=rate / replicas, requests=math.ceil(requests / replicas) if requests else None,
+                kv_tokens=capacity, max_batched_tokens=engine.max_batched_tokens,
+                max_seqs=engine.max_seqs, ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
                 tpot_slo=tpot_ms / 1e3 if tpot_ms else None, cached_tokens=cached,
             )  # fmt: skip
         except ValueError as exc:
             notes.append(f"not served by the simulated engine ({exc})")
+    notes.append(f"stands for {engine.note()}")
     if served is not None:
         notes += served.notes
         ttft, tpot, e2e = served.ttft.p50, served.tpot.p50, served.e2e.p50
-        throughput, prefill_share = served.output_tokens_per_second, served.prefill_share
-        queue_share = served.queue_share
+        throughput = served.output_tokens_per_second * replicas
+        prefill_share, queue_share = served.prefill_share, served.queue_share
     else:
         notes = notes or ["one request's KV cache does not fit beside the weights: figures are "
                           "for the work alone, as if it fitted"]  # fmt: skip
         ttft, tpot = alone, static_step
         e2e = ttft + tpot * max(output_tokens - 1, 0)
-        throughput, prefill_share, queue_share = concurrency / tpot, ttft / e2e, 0.0
+        throughput, prefill_share, queue_share = per_copy * replicas / tpot, ttft / e2e, 0.0
+    if replicas > 1:
+        notes.append(f"{replicas} copies of the engine, the load split evenly over them")
     if gpu_count > 1:
         link = gpu.interconnect if gpu is not None else "an assumed link"
         comm_prefill = allreduce_seconds(shapes, prompt_tokens, gpu_count, gpu)

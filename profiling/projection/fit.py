@@ -11,17 +11,18 @@ from __future__ import annotations
 from profiling.config import Workload
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
+from profiling.projection.engines import RUNTIME_BYTES, vllm
 from profiling.projection.precision import kv_format
 from profiling.projection.serving import MAX_BATCHED_TOKENS, MAX_SEQS
 from profiling.results import FitCheck
-from profiling.units import GIB, size
+from profiling.units import size
 
 # Held back on each GPU: the share a serving engine leaves unused (vLLM's
-# gpu_memory_utilization of 0.9) and a fixed amount for the CUDA context and
-# the runtime's own buffers. The activations of the largest prefill chunk come
-# on top (`activation_bytes`).
-RESERVE_SHARE = 0.10
-RESERVE_FIXED_BYTES = GIB
+# gpu_memory_utilization, 0.92 by default since 0.32: `profiling.projection.engines`)
+# and a fixed amount for the CUDA context and the runtime's own buffers. The
+# activations of the largest prefill chunk come on top (`activation_bytes`).
+RESERVE_SHARE = round(1 - vllm(None).memory_share, 4)
+RESERVE_FIXED_BYTES = RUNTIME_BYTES
 
 
 def activation_bytes(shapes: Shapes | None, dtype: str, devices: int = 1) -> int:

@@ -62,6 +62,12 @@ PRECISIONS = {
 }  # fmt: skip
 
 
+def dequant(name: str) -> float:
+    """The share a precision's kernels add to the time its weight bytes take (0 for a
+    torch dtype or a 16-bit format)."""
+    return PRECISIONS[name].dequant if name in PRECISIONS else 0.0
+
+
 def weights_format(name: str) -> str:
     """The bytes-per-parameter key of a precision or torch dtype name."""
     return PRECISIONS[name].weights if name in PRECISIONS else name

@@ -34,9 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling import serde
+from profiling.projection.engines import limits
 from profiling.projection.step_time import StepModel
 
-# vLLM's defaults for online serving (chunked prefill on).
+# The prefill chunk whose activations the fit check holds back (vLLM's server on an
+# 80 GB GPU steps 8,192 tokens); the scheduler's own limits depend on the GPU and
+# the engine (`profiling.projection.engines`).
 MAX_BATCHED_TOKENS = 8192
 MAX_SEQS = 256
 # Requests per closed-loop user simulated: enough for a p99 over many requests
@@ -128,8 +131,8 @@ def simulate(
     rate: float = 0.0,
     requests: int | None = None,
     kv_tokens: int | None = None,
-    max_batched_tokens: int = MAX_BATCHED_TOKENS,
-    max_seqs: int = MAX_SEQS,
+    max_batched_tokens: int | None = None,
+    max_seqs: int | None = None,
     ttft_slo: float | None = None,
     tpot_slo: float | None = None,
     seed: int = 0,
@@ -139,7 +142,12 @@ def simulate(
     closed-loop users (or at `rate` requests/s, open loop) and measure them as a
     benchmark client would. `cached_tokens`: a prefix every prompt shares, already in
     the prefix cache: each request prefills only the rest (attending to the prefix),
-    and the prefix's KV is held once for all of them."""
+    and the prefix's KV is held once for all of them. The scheduler's limits
+    (`max_seqs`, `max_batched_tokens`) default to vLLM's on the step's GPU
+    (`profiling.projection.engines`)."""
+    engine = limits(getattr(step, "gpu", None))
+    max_seqs = max_seqs or engine.max_seqs
+    max_batched_tokens = max_batched_tokens or engine.max_batched_tokens
     if concurrency <= 0 and rate <= 0:
         raise ValueError("give a concurrency or an arrival rate")
     closed = concurrency > 0
@@ -299,6 +307,12 @@ def simulate(
         ramped, steady or [now, tokens_out], closed,
         concurrency, rate, limit, budget, output_tokens, ttft_slo, tpot_slo,
     )  # fmt: skip
+    if limit < (concurrency or limit):
+        served.notes.append(
+            f"{limit} requests run at a time ("
+            + ("the engine's sequence limit" if limit == max_seqs else "what the KV cache holds")
+            + f"): the other {concurrency - limit} users wait in the queue"
+        )
     if len(done) < wanted:
         served.notes.append(f"{len(done)} requests simulated: long requests are simulated "
                             "fewer times, so the percentiles are coarser")  # fmt: skip
@@ -349,13 +363,7 @@ def _measure(
     mean_queue = sum(queues) / n
     mean_prefill = sum(ttfts) / n - mean_queue
     has_slo = ttft_slo is not None or tpot_slo is not None
-    notes = []
-    if limit < (concurrency or limit):
-        notes.append(
-            f"{limit} requests run at a time ("
-            + ("the engine's sequence limit" if limit == MAX_SEQS else "what the KV cache holds")
-            + f"): the other {concurrency - limit} users wait in the queue"
-        )
+    notes: list[str] = []
     return Served(
         mode="closed" if closed else "open",
         concurrency=concurrency if closed else 0,

@@ -6,8 +6,12 @@ prefilled. Its work is counted in FLOPs and bytes read (weights once, a mixture
 of experts only the experts its rows route to; every row's KV cache; the KV
 written), and its time is the slower of the calibration's two phase models on
 that work (prefill's compute-bound one, decode's memory-bound one), never below
-the per-pass floor. Tensor parallelism divides the work and adds a ring
-all-reduce per half layer over all the step's rows.
+the per-pass floor. A step of decode rows alone is never faster than its FLOPs at
+prefill's compute rate either: hundreds of rows make a decode step compute-bound.
+A quantized format's kernels pay their unpacking and scales on the weight bytes
+they read (`Precision.dequant`), not on the KV cache, which they do not touch.
+Tensor parallelism divides the work and adds a ring all-reduce per half layer
+over all the step's rows.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from typing import Protocol
 
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
-from profiling.projection.precision import kv_format, weights_format
+from profiling.projection.precision import dequant, kv_format, weights_format
 
 
 class PhaseModel(Protocol):
@@ -97,14 +101,18 @@ class StepModel:
         flops += sum(s.chunk_flops(tokens, offset) for tokens, offset in chunks)
         kv_moved = context + sum(offset + tokens for tokens, offset in chunks)
         weights = s.weights_read(weights_format(self.dtype), rows + prompt_tokens)
-        bytes_ = weights + self.kv_token * kv_moved
+        bytes_ = weights * (1 + dequant(self.dtype)) + self.kv_token * kv_moved
         n = self.devices
         return flops / n, bytes_ / n, rows + prompt_tokens
 
     def time_of(self, flops: float, bytes_: float, prefill: bool) -> float:
-        """The slower of the phase models on this work (decode's alone without a prompt)."""
+        """The slower of the phase models on this work; without a prompt, decode's, or
+        its FLOPs at prefill's compute rate where those take longer."""
         seconds = self.rates.decode.seconds(flops, bytes_)
-        return max(seconds, self.rates.prefill.seconds(flops, bytes_)) if prefill else seconds
+        if prefill:
+            return max(seconds, self.rates.prefill.seconds(flops, bytes_))
+        compute = getattr(self.rates.prefill, "flops_per_second", None)
+        return max(seconds, flops / compute) if compute else seconds
 
 
 def kv_capacity_tokens(

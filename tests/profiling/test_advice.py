@@ -288,7 +288,7 @@ def test_estimate_of_70b_on_one_h100_offers_fp8_int4_and_tp_with_numbers(tmp_pat
     assert first["setting"] == "fp8 weights and activations" and "TP=2" in second["setting"]
     others = next(c for c in first["caveats"] if c.startswith("the other formats"))
     assert "int4 weight-only (GPTQ/AWQ-style) 35.8 GiB, TPOT" in others
-    assert "GiB per device against 69.7 GiB usable" in second["expected_effect"]["text"]
+    assert "GiB per device against 71.2 GiB usable" in second["expected_effect"]["text"]
     ways = " | ".join(second["caveats"])
     assert re.search(r"more room: TP=4: [\d.]+ GiB per device; TP=8: [\d.]+ GiB per device", ways)
     assert "or a bigger GPU: 1× NVIDIA B200 180GB holds it" in ways
