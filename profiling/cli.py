@@ -31,7 +31,7 @@ from profiling.caching.sample import read_prompt_sample
 from profiling.cli_common import (
     add_option_flags,
     add_workload_flags,
-    gpu_kind_from_args,
+    hardware_from_args,
     workload_from_args,
     write_json_atomic,
 )
@@ -39,7 +39,6 @@ from profiling.config import (
     DEVICES,
     SOURCES,
     ConfigError,
-    Hardware,
     ProfileConfig,
 )
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
@@ -101,7 +100,7 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         dtype=args.dtype,
         quick=args.quick,
         workload=workload_from_args(args),
-        hardware=Hardware(gpu_kind=gpu_kind_from_args(args), gpu_count=args.gpu_count),
+        hardware=hardware_from_args(args),
         stated_bottleneck=args.stated_bottleneck,
         experiments=[e.strip() for e in args.experiments.split(",") if e.strip()],
         allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots] or None,

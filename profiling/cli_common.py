@@ -11,9 +11,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from profiling.config import BOTTLENECKS, DTYPES, ConfigError, Workload
+from profiling.config import BOTTLENECKS, DTYPES, ConfigError, Hardware, Workload
 from profiling.measure import hardware
-from profiling.options import family, flag_arguments
+from profiling.options import BOOL, CHOICE, FLOAT, INT, INTS, NAMES, Option, family
 
 
 def add_option_flags(p: argparse.ArgumentParser, *families: str) -> None:
@@ -40,6 +40,16 @@ def workload_from_args(args: argparse.Namespace) -> Workload:
     return workload
 
 
+def hardware_from_args(args: argparse.Namespace) -> Hardware:
+    """The validated deployment target of the shared flags."""
+    hardware = Hardware(
+        gpu_kind=gpu_kind_from_args(args),
+        **{o.name: getattr(args, o.name) for o in family("hardware")},
+    )
+    hardware.validate()
+    return hardware
+
+
 def gpu_kind_from_args(args: argparse.Namespace) -> str | None:
     """The catalog key of `--gpu`, or None; a ConfigError for an unknown kind."""
     if not args.gpu:
@@ -63,3 +73,27 @@ def write_json_atomic(path: Path, data: Any) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def flag_arguments(option: Option) -> tuple[str, dict[str, Any]]:
+    """(flag, argparse keyword arguments) for `option`; lists are read as comma text."""
+    help_text = option.off_help if option.negated_flag else option.help
+    if option.range_text() and option.kind in (INT, FLOAT):
+        help_text = f"{help_text} {option.range_text()}."
+    kwargs: dict[str, Any] = {"dest": option.name, "help": help_text}
+    if option.kind == BOOL:
+        kwargs["action"] = "store_false" if option.negated_flag else "store_true"
+        return option.flag, kwargs
+    kwargs["metavar"] = option.metavar or {INT: "N", FLOAT: "MS", CHOICE: "N"}.get(option.kind)
+    if option.kind in (INT, FLOAT):
+        kwargs.update(type=int if option.kind == INT else float, default=option.default)
+    elif option.kind == CHOICE:
+        number = all(isinstance(c, int) for c in option.choices)
+        kwargs.update(type=int if number else str, choices=option.choices, default=option.default)
+    elif option.kind in (INTS, NAMES):
+        kwargs["default"] = ",".join(map(str, option.default))
+        if option.choices:
+            kwargs["help"] = f"{help_text} ({', '.join(map(str, option.choices))})"
+    else:
+        kwargs["default"] = option.default
+    return option.flag, kwargs

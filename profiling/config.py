@@ -17,10 +17,12 @@ from profiling.options import (  # re-exported: the choices are the options'
     BOTTLENECKS,
     DTYPES,
     INT,
+    KV_CACHE_FORMATS,
     OPTIONS,
     PRECISIONS,
     QUANT_VARIANTS,
     TP_MEASURE_SIZES,
+    WEIGHT_FORMATS,
 )
 
 __all__ = ["BOTTLENECKS", "DTYPES", "QUANT_VARIANTS", "PRECISIONS", "TP_MEASURE_SIZES"]
@@ -72,6 +74,9 @@ class Workload:
     shared_prefix_tokens: int = OPTIONS["shared_prefix_tokens"].default
     ttft_ms: float | None = OPTIONS["ttft_ms"].default
     tpot_ms: float | None = OPTIONS["tpot_ms"].default
+    # Open-loop load (requests per second, Poisson) instead of `concurrency` users.
+    request_rate: float | None = OPTIONS["request_rate"].default
+    requests: int | None = OPTIONS["requests"].default
 
     @property
     def context_tokens(self) -> int:
@@ -80,7 +85,7 @@ class Workload:
 
     def validate(self) -> None:
         for name in ("prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
-                     "ttft_ms", "tpot_ms"):  # fmt: skip
+                     "ttft_ms", "tpot_ms", "request_rate", "requests"):  # fmt: skip
             _check_option(name, getattr(self, name))
         if self.shared_prefix_tokens > self.prompt_tokens:
             raise ConfigError("shared_prefix_tokens cannot exceed prompt_tokens")
@@ -88,13 +93,50 @@ class Workload:
 
 @dataclass
 class Hardware:
-    """The deployment target: a GPU kind from the catalog and how many."""
+    """The deployment target: a GPU kind from the catalog, how many, and how it serves
+    (the weights' and the KV cache's formats, and a fixed layout where one is given)."""
 
     gpu_kind: str | None = None
     gpu_count: int = OPTIONS["gpu_count"].default
+    weights: str = OPTIONS["weights"].default
+    kv_cache: str = OPTIONS["kv_cache"].default
+    tp: int | None = OPTIONS["tp"].default
+    pp: int | None = OPTIONS["pp"].default
+    replicas: int | None = OPTIONS["replicas"].default
 
     def validate(self) -> None:
-        _check_option("gpu_count", self.gpu_count)
+        for name in ("gpu_count", "weights", "kv_cache", "tp", "pp", "replicas"):
+            _check_option(name, getattr(self, name))
+        if self.layout() is None and self.fixed_layout:
+            tp, pp, replicas = self.tp or 1, self.pp or 1, self.replicas
+            used = f"{tp} × {pp}" + (f" × {replicas} replicas" if replicas else "")
+            raise ConfigError(
+                f"the layout TP {used} does not use the {self.gpu_count} GPUs: give TP × PP "
+                "× replicas equal to the GPU count"
+            )
+
+    @property
+    def fixed_layout(self) -> bool:
+        return any(v is not None for v in (self.tp, self.pp, self.replicas))
+
+    def layout(self) -> tuple[int, int, int] | None:
+        """(tp, pp, replicas) of a fixed layout, the missing parts filled in so that they
+        use every GPU; None when none is fixed or the parts do not add up."""
+        if not self.fixed_layout:
+            return None
+        tp, pp = self.tp or 1, self.pp or 1
+        if self.tp is None and self.pp is None and self.replicas:
+            tp = max(1, self.gpu_count // self.replicas)
+        replicas = self.replicas or max(1, self.gpu_count // (tp * pp))
+        return (tp, pp, replicas) if tp * pp * replicas == self.gpu_count else None
+
+    def serving_dtype(self, model_dtype: str) -> str:
+        """The precision the projection serves in: the weights' format, else the model's."""
+        return WEIGHT_FORMATS[self.weights] or model_dtype
+
+    @property
+    def kv_dtype(self) -> str:
+        return KV_CACHE_FORMATS[self.kv_cache]
 
 
 @dataclass

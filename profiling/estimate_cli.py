@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profiling.config import ConfigError, Hardware
+from profiling.config import ConfigError
 from profiling.measure import hardware
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -63,15 +63,14 @@ def read_model_config(model: str) -> tuple[dict[str, Any], str]:
 def estimate(args: argparse.Namespace) -> dict[str, Any]:
     """The estimate JSON for parsed flags; raises ConfigError on bad input."""
     from profiling.advice.build import estimate_report
-    from profiling.cli_common import gpu_kind_from_args, workload_from_args
+    from profiling.cli_common import hardware_from_args, workload_from_args
     from profiling.model.shapes import Shapes
 
-    kind = gpu_kind_from_args(args)
-    if kind is None:
+    deployment = hardware_from_args(args)
+    if deployment.gpu_kind is None:
         raise ConfigError(f"estimate needs --gpu KIND, one of: {', '.join(hardware.catalog())}")
-    gpu = hardware.lookup(kind)
+    gpu = hardware.lookup(deployment.gpu_kind)
     workload = workload_from_args(args)
-    Hardware(gpu_kind=kind, gpu_count=args.gpu_count).validate()
     config, source = read_model_config(args.model)
     try:
         shapes = Shapes.from_config(config)
@@ -79,18 +78,26 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(
             f"{args.model}: not a decoder config this estimate reads ({exc})"
         ) from None
-    dtype = DEFAULT_DTYPE if args.dtype == "auto" else args.dtype
+    dtype = deployment.serving_dtype(DEFAULT_DTYPE if args.dtype == "auto" else args.dtype)
     acceptance = args.spec_acceptance
     if acceptance is not None and not 0.0 <= acceptance < 1.0:
         raise ConfigError(f"--spec-acceptance {acceptance}: give a share from 0 to below 1")
     advice, points = estimate_report(
         shapes, gpu, args.gpu_count, dtype, workload, args.stated_bottleneck,
-        spec_acceptance=acceptance,
+        spec_acceptance=acceptance, deployment=deployment,
     )  # fmt: skip
+    layout = deployment.layout()
     return {
         "basis": "estimated",
         "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},
-        "hardware": {"gpu_kind": gpu.key, "gpu_label": gpu.label, "gpu_count": args.gpu_count},
+        "hardware": {
+            "gpu_kind": gpu.key,
+            "gpu_label": gpu.label,
+            "gpu_count": args.gpu_count,
+            "weights": deployment.weights,
+            "kv_cache": deployment.kv_cache,
+            "layout": dict(zip(("tp", "pp", "replicas"), layout, strict=True)) if layout else None,
+        },  # fmt: skip
         "dtype": dtype,
         "workload": vars(workload),
         "stated_bottleneck": args.stated_bottleneck,

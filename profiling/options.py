@@ -1,15 +1,12 @@
 """Every job option, declared once: its name, type, default, range, unit and help text.
 
-The surfaces derive from these declarations and never restate them: the
-library's config (`profiling.config`: defaults, limits, validation), both
-command lines (`python -m profiling` and `manage.py submit_job`, through
-`flag_arguments`), the site's new-job form, the JSON API's request model and
-its OpenAPI document. Adding an option is one `Option` here and its test
-(`tests/test_options.py` checks every surface against every declaration).
+The surfaces derive from these declarations and never restate them: the library's
+config (`profiling.config`: defaults, limits, validation), both command lines (through
+`cli_common.flag_arguments`), the new-job form, the JSON API and its OpenAPI document.
+Adding an option is one `Option` here (`tests/advisor/test_options.py` checks each).
 
 `name` is the option's field name in the form, the API and the job row's
-`options` JSON;
-`config` is where the library's `ProfileConfig` keeps it, when that differs.
+`options` JSON; `config` is where `ProfileConfig` keeps it, when that differs.
 `problem(value)` says in one sentence what is wrong with a value, so the
 library, the form and the API refuse it in the same words.
 """
@@ -44,6 +41,14 @@ QUANT_VARIANTS = {
     "embeddings": "the token embeddings quantized too",
     "edge_blocks": "the first and last decoder blocks kept in the reference precision",
 }
+# The precision the deployment serves in, as engines name it, to a serving precision
+# (`profiling.projection.precision`; "auto": the model's own dtype).
+# fmt: off
+WEIGHT_FORMATS = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp8": "fp8",
+                  "int8": "int8-weight-only", "int4": "int4-weight-only"}
+# fmt: on
+# The KV cache's format ("auto": the weights' when 16 bits, else bf16) to a DTYPE_BYTES key.
+KV_CACHE_FORMATS = {"auto": "", "fp8": "float8"}
 # The serving engine a job may also measure on ("": none); the names of
 # profiling.engine.ENGINES (a test keeps them equal; importing it here would circle).
 ENGINE_CHOICES = ("", "vllm")
@@ -148,6 +153,42 @@ class Option:
 
 TARGET_MS = {"low": 0.001, "high": 3_600_000.0, "unit": "ms", "optional": True}
 
+# The load as benchmarks drive it; the deployment as users describe it.
+# fmt: off
+LOAD = (
+    Option("request_rate", "workload", FLOAT, None, "Request rate",
+           "Optional: requests arriving per second (open loop, Poisson), as serving "
+           "benchmarks drive a server; the concurrency is then not used. None: the "
+           "concurrency's users, each sending the next request when the last one ends.",
+           "--request-rate", low=0.001, high=1_000_000, unit="requests/s", optional=True,
+           metavar="R"),
+    Option("requests", "workload", INT, None, "Requests",
+           "Optional: how many requests the projection serves (with a request rate). "
+           "None: as many as its percentiles need.",
+           "--requests", low=1, high=1_000_000, unit="requests", optional=True),
+)
+DEPLOYMENT = (
+    Option("weights", "hardware", CHOICE, "auto", "Weights served in",
+           "The precision the deployment serves its weights in (fp8 is how most H100/H200 "
+           "fleets serve; int8 and int4 are weight-only). auto: the model's own dtype.",
+           "--weights", choices=tuple(WEIGHT_FORMATS), metavar="FORMAT"),
+    Option("kv_cache", "hardware", CHOICE, "auto", "KV cache in",
+           "fp8 halves the KV cache's bytes (twice the requests fit, each decode step "
+           "reads half). auto: the weights' format when 16 bits, else bf16.",
+           "--kv-cache", choices=tuple(KV_CACHE_FORMATS), metavar="FORMAT"),
+    Option("tp", "hardware", INT, None, "Tensor-parallel size",
+           "Optional: fixes the deployment's layout, TP × PP × replicas = the GPU count "
+           "(the others filled in). None: the layout search picks.",
+           "--tp", low=1, high=1024, unit="GPUs", optional=True),
+    Option("pp", "hardware", INT, None, "Pipeline stages",
+           "Optional, with the tensor-parallel size: pipeline stages per copy.",
+           "--pp", low=1, high=1024, unit="stages", optional=True),
+    Option("replicas", "hardware", INT, None, "Replicas",
+           "Optional: copies of the engine behind a load balancer, the load split evenly.",
+           "--replicas", low=1, high=1024, unit="copies", optional=True),
+)
+# fmt: on
+
 OPTIONS: dict[str, Option] = {
     o.name: o
     for o in (
@@ -220,6 +261,7 @@ OPTIONS: dict[str, Option] = {
             "--tpot-ms",
             **TARGET_MS,
         ),
+        *LOAD,
         # The deployment target ------------------------------------------------------
         Option(
             "gpu_count",
@@ -233,6 +275,7 @@ OPTIONS: dict[str, Option] = {
             high=1024,
             unit="GPUs",
         ),
+        *DEPLOYMENT,
         # Speculative decoding --------------------------------------------------------
         Option(
             "draft_model",
@@ -354,27 +397,3 @@ def parse_ints(text: str) -> list[int] | None:
 
 def parse_names(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
-
-
-def flag_arguments(option: Option) -> tuple[str, dict[str, Any]]:
-    """(flag, argparse keyword arguments) for `option`; lists are read as comma text."""
-    help_text = option.off_help if option.negated_flag else option.help
-    if option.range_text() and option.kind in (INT, FLOAT):
-        help_text = f"{help_text} {option.range_text()}."
-    kwargs: dict[str, Any] = {"dest": option.name, "help": help_text}
-    if option.kind == BOOL:
-        kwargs["action"] = "store_false" if option.negated_flag else "store_true"
-        return option.flag, kwargs
-    kwargs["metavar"] = option.metavar or {INT: "N", FLOAT: "MS", CHOICE: "N"}.get(option.kind)
-    if option.kind in (INT, FLOAT):
-        kwargs.update(type=int if option.kind == INT else float, default=option.default)
-    elif option.kind == CHOICE:
-        number = all(isinstance(c, int) for c in option.choices)
-        kwargs.update(type=int if number else str, choices=option.choices, default=option.default)
-    elif option.kind in (INTS, NAMES):
-        kwargs["default"] = ",".join(map(str, option.default))
-        if option.choices:
-            kwargs["help"] = f"{help_text} ({', '.join(map(str, option.choices))})"
-    else:
-        kwargs["default"] = option.default
-    return option.flag, kwargs

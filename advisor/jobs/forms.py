@@ -34,7 +34,7 @@ from profiling.config import (
     Workload,
 )
 from profiling.measure import hardware
-from profiling.options import OPTIONS
+from profiling.options import OPTIONS, family
 from profiling.units import size
 
 MIN_PRECISIONS = 2
@@ -95,6 +95,13 @@ class JobForm(forms.ModelForm):
     shared_prefix_tokens = form_field(OPTIONS["shared_prefix_tokens"])
     ttft_ms = form_field(OPTIONS["ttft_ms"])
     tpot_ms = form_field(OPTIONS["tpot_ms"])
+    request_rate = form_field(OPTIONS["request_rate"])
+    requests = form_field(OPTIONS["requests"])
+    weights = form_field(OPTIONS["weights"])
+    kv_cache = form_field(OPTIONS["kv_cache"])
+    tp = form_field(OPTIONS["tp"])
+    pp = form_field(OPTIONS["pp"])
+    replicas = form_field(OPTIONS["replicas"])
     draft_model = form_field(OPTIONS["draft_model"])
     spec_ks = form_field(OPTIONS["spec_ks"])
     prompt_lookup = form_field(OPTIONS["prompt_lookup"])
@@ -334,17 +341,10 @@ class JobForm(forms.ModelForm):
 
     def _check_with_library(self, data: dict[str, Any]) -> None:
         """The library's own validation, so a limit changed there cannot slip past."""
-        fields = (
-            "prompt_tokens",
-            "output_tokens",
-            "concurrency",
-            "shared_prefix_tokens",
-            "ttft_ms",
-            "tpot_ms",
-        )
         try:
-            Workload(**{f: data.get(f) for f in fields}).validate()
-            Hardware(gpu_kind=data.get("gpu_kind") or None, gpu_count=data["gpu_count"]).validate()
+            Workload(**{o.name: data.get(o.name) for o in family("workload")}).validate()
+            deployment = {o.name: data.get(o.name) for o in family("hardware")}
+            Hardware(gpu_kind=data.get("gpu_kind") or None, **deployment).validate()
         except ConfigError as exc:
             self.add_error(None, str(exc))
 

@@ -21,7 +21,11 @@ CHOICE_TEXT = {
 def form_field(option: Option, choice_labels: dict[str, str] | None = None) -> forms.Field:
     common = {"label": option.label, "help_text": option.help}
     if option.kind == INT:
-        return forms.IntegerField(min_value=option.low, max_value=option.high, **common)
+        optional = {"required": False, "widget": forms.NumberInput(attrs={"placeholder": "none"})}
+        return forms.IntegerField(
+            min_value=option.low, max_value=option.high, **(optional if option.optional else {}),
+            **common,
+        )  # fmt: skip
     if option.kind == FLOAT:
         return forms.FloatField(
             required=not option.optional,

@@ -44,7 +44,7 @@ def config_for(job: Job) -> ProfileConfig:
         dtype=job.dtype or "auto",
         quick=job.quick,
         workload=workload_for(job),
-        hardware=Hardware(gpu_kind=job.gpu_kind or None, gpu_count=job.gpu_count),
+        hardware=hardware_for(job),
         stated_bottleneck=job.stated_bottleneck,
         allowed_roots=[str(root) for root in settings.ADVISOR_MODEL_ROOTS],
         experiments=experiments_for(job),
@@ -64,3 +64,10 @@ def experiments_for(job: Job) -> list[str]:
 
 def workload_for(job: Job) -> Workload:
     return Workload(**{o.name: getattr(job, o.name) for o in family("workload")})
+
+
+def hardware_for(job: Job) -> Hardware:
+    """The deployment target: the GPU kind and the declared hardware options."""
+    return Hardware(
+        gpu_kind=job.gpu_kind or None, **{o.name: getattr(job, o.name) for o in family("hardware")}
+    )

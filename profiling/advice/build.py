@@ -31,7 +31,7 @@ from profiling.advice_kit.advice_results import (
     Recommendation,
 )
 from profiling.advice_kit.facts import Facts, decode_peak, gpu_of, prefill_peak
-from profiling.config import Workload
+from profiling.config import Hardware, Workload
 from profiling.engine.advice import engine_outcomes
 from profiling.engine.results import EngineResult
 from profiling.measure.hardware import GPU
@@ -264,10 +264,13 @@ def _workload_projection(
     out = projection_points(projection, workload, device, PROJECTED, measured, note)
     gpu = _target_gpu(config.hardware.gpu_kind, profile.environment.gpu_kind)
     if gpu is not None:
-        target_dtype = dtype if dtype in ("bfloat16", "float16") else "bfloat16"
+        deployment = config.hardware
+        target_dtype = deployment.serving_dtype(
+            dtype if dtype in ("bfloat16", "float16") else "bfloat16"
+        )
         rates = assumed(gpu, target_dtype, shapes.num_layers)
-        count = config.hardware.gpu_count
-        target = _project(shapes, rates, target_dtype, workload, gpu, count)
+        count = deployment.gpu_count
+        target = _project(shapes, rates, target_dtype, workload, gpu, count, deployment)
         out += projection_points(target, workload, f"{count}× {gpu.key}", ESTIMATED, None,
                                  rates.note)  # fmt: skip
     return out
@@ -279,10 +282,23 @@ def _target_gpu(kind: str | None, profiled_kind: str | None) -> GPU | None:
 
 
 def _project(
-    shapes: Shapes, rates: Any, dtype: str, w: Workload, gpu: GPU | None, count: int
+    shapes: Shapes,
+    rates: Any,
+    dtype: str,
+    w: Workload,
+    gpu: GPU | None,
+    count: int,
+    deployment: Hardware | None = None,
 ) -> Projection:
-    return project(shapes, rates, dtype, w.prompt_tokens, w.output_tokens, w.concurrency, gpu,
-                   count, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms)  # fmt: skip
+    """The workload on `count` GPUs: in tensor parallel over all of them, or in the
+    layout `deployment` fixes, with its KV-cache format and the workload's load."""
+    tp, pp, replicas = (deployment.layout() if deployment else None) or (count, 1, 1)
+    return project(
+        shapes, rates, dtype, w.prompt_tokens, w.output_tokens, w.concurrency, gpu, tp,
+        kv_dtype=deployment.kv_dtype if deployment else "", ttft_ms=w.ttft_ms,
+        tpot_ms=w.tpot_ms, rate=w.request_rate or 0.0, requests=w.requests,
+        replicas=replicas, stages=pp,
+    )  # fmt: skip
 
 
 def projection_points(
@@ -305,6 +321,9 @@ def projection_points(
         "dtype": projection.dtype,
         "device": device,
     }
+    if workload.request_rate:  # open loop: the rate, not the users, is the load
+        del at["concurrency"]
+        at["request_rate"] = workload.request_rate
     memory = float(projection.weights_bytes + projection.kv_cache_bytes)
     served = projection.served
     if measured is not None or served is None:
@@ -350,11 +369,14 @@ def estimate_report(
     stated_bottleneck: str = "unsure",
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
     spec_acceptance: float | None = None,
+    deployment: Hardware | None = None,
 ) -> tuple[Advice, list[PredictionPoint]]:
     """Advice and projected figures from shapes and the datasheet alone (no measurement);
-    `spec_acceptance`: the draft's acceptance per token, where the user knows it."""
+    `spec_acceptance`: the draft's acceptance per token, where the user knows it;
+    `deployment`: its KV-cache format and fixed layout, where given (`dtype` is
+    already the precision it serves in)."""
     rates = assumed(gpu, dtype, shapes.num_layers)
-    projection = _project(shapes, rates, dtype, workload, gpu, gpu_count)
+    projection = _project(shapes, rates, dtype, workload, gpu, gpu_count, deployment)
     facts = Facts.from_projection(
         projection, shapes, rates, workload, gpu, stated_bottleneck, spec_acceptance
     )

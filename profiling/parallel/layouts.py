@@ -35,39 +35,14 @@ from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.precision import dequant, weights_format
 from profiling.projection.serving import Served, simulate
 from profiling.projection.step_time import (
-    ACTIVATION_BYTES,
+    Staged,
     StepModel,
     all_to_all_seconds,
     kv_capacity_tokens,
-    link_bytes_per_second,
 )
 
 SIZES = TP_SIZES  # every degree the search tries (TP, PP, EP) is one of the TP sizes
 TIE = 0.02  # throughputs this close are one throughput
-SEND_LATENCY_S = 10e-6  # one point-to-point send between stages (assumed, as the all-reduce's)
-
-
-@dataclass(frozen=True)
-class Staged:
-    """One pass through pp stages of a tp-way split, the rows' activations sent between them."""
-
-    step: StepModel
-    pp: int
-
-    @property
-    def gpu(self) -> GPU | None:
-        return self.step.gpu
-
-    def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
-        whole = self.step.seconds(rows, context, chunks)
-        if self.pp == 1:
-            return whole
-        tokens = rows + sum(t for t, _ in chunks)
-        size = tokens * self.step.shapes.hidden_size * ACTIVATION_BYTES
-        send = size / link_bytes_per_second(self.step.gpu) + SEND_LATENCY_S
-        # A token crosses every stage in turn: the whole pass (each stage 1/pp of the
-        # layers, tp-way split) plus a send at each stage boundary.
-        return whole + (self.pp - 1) * send
 
 
 @dataclass(frozen=True)

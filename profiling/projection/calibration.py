@@ -118,8 +118,7 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
             flops_per_second=peak * ASSUMED_COMPUTE_EFFICIENCY, overhead_seconds=per_pass
         ),
         decode=PhaseRate(
-            bytes_per_second=gpu.memory_bandwidth_bytes_per_second
-            * ASSUMED_BANDWIDTH_EFFICIENCY,
+            bytes_per_second=gpu.memory_bandwidth_bytes_per_second * ASSUMED_BANDWIDTH_EFFICIENCY,
             overhead_seconds=per_pass,
         ),
         note=(

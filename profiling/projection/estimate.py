@@ -24,6 +24,7 @@ from profiling.projection.precision import kv_format, weights_format
 from profiling.projection.serving import Served, simulate
 from profiling.projection.step_time import (
     ALLREDUCE_LATENCY_S,
+    Staged,
     StepModel,
     allreduce_seconds,
     kv_capacity_tokens,
@@ -84,36 +85,42 @@ def project(
     rate: float = 0.0,
     requests: int | None = None,
     replicas: int = 1,
+    stages: int = 1,
 ) -> Projection:
     """TTFT, TPOT, throughput and fit for a workload served by `replicas` copies of an
     engine on `gpu_count` devices in tensor parallel (weights and KV split over them),
     the load split evenly over the copies: `concurrency` closed-loop users, or requests
     arriving at `rate` per second (open loop, Poisson; `requests` of them, or as many
-    as the simulation needs). `engine`: the limits of the engine the projection stands
-    for (default: vLLM's on `gpu`)."""
+    as the simulation needs). `stages`: pipeline stages of `gpu_count` devices each, a
+    group of requests in flight per stage. `engine`: the limits of the engine the
+    projection stands for (default: vLLM's on `gpu`)."""
     engine = engine or limits(gpu)
     per_copy = math.ceil(concurrency / replicas)
+    devices = gpu_count * stages
+    groups = 1 if rate else max(1, min(stages, per_copy))  # requests in flight, one per stage
     weights = shapes.weights_bytes(weights_format(dtype))
     kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))
     kv = kv_token * per_copy * (prompt_tokens + output_tokens)
-    step = StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu)
+    step = Staged(StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu), stages)
     cached = max(0, min(cached_tokens, prompt_tokens - 1))  # a prefix already in the cache
     alone = step.seconds(0, 0, ((prompt_tokens - cached, cached),))
     static_step = step.seconds(per_copy, per_copy * (prompt_tokens + output_tokens // 2))
     fits, capacity = None, None
     if gpu is not None:
         activations = activation_bytes(shapes, dtype, gpu_count)
-        usable = engine.usable_bytes(gpu.memory_bytes, activations, weights / gpu_count)
-        fits = weights + kv <= usable * gpu_count  # the fit check's
-        capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, usable)
+        usable = engine.usable_bytes(gpu.memory_bytes, activations, weights / devices)
+        fits = weights + kv <= usable * devices  # the fit check's
+        capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, devices, usable)
     notes, served = [], None
     if capacity is None or capacity >= prompt_tokens + output_tokens:
         try:
             served = simulate(
-                step, prompt_tokens, output_tokens, concurrency=0 if rate else per_copy,
-                rate=rate / replicas, requests=math.ceil(requests / replicas) if requests else None,
-                kv_tokens=capacity, max_batched_tokens=engine.max_batched_tokens,
-                max_seqs=engine.max_seqs, ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
+                step, prompt_tokens, output_tokens,  # type: ignore[arg-type]
+                concurrency=0 if rate else math.ceil(per_copy / groups), rate=rate / replicas,
+                requests=math.ceil(requests / replicas) if requests else None,
+                kv_tokens=capacity // groups if capacity is not None else None,
+                max_batched_tokens=engine.max_batched_tokens, max_seqs=engine.max_seqs,
+                ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
                 tpot_slo=tpot_ms / 1e3 if tpot_ms else None, cached_tokens=cached,
             )  # fmt: skip
         except ValueError as exc:
@@ -122,7 +129,7 @@ def project(
     if served is not None:
         notes += served.notes
         ttft, tpot, e2e = served.ttft.p50, served.tpot.p50, served.e2e.p50
-        throughput = served.output_tokens_per_second * replicas
+        throughput = served.output_tokens_per_second * groups * replicas
         prefill_share, queue_share = served.prefill_share, served.queue_share
     else:
         notes = notes or ["one request's KV cache does not fit beside the weights: figures are "
@@ -132,6 +139,9 @@ def project(
         throughput, prefill_share, queue_share = per_copy * replicas / tpot, ttft / e2e, 0.0
     if replicas > 1:
         notes.append(f"{replicas} copies of the engine, the load split evenly over them")
+    if stages > 1:
+        filled = f"{groups} group{'s' if groups > 1 else ''} of requests fill them"
+        notes.append(f"{stages} pipeline stages: each token crosses them in turn; {filled}")
     if gpu_count > 1:
         link = gpu.interconnect if gpu is not None else "an assumed link"
         comm_prefill = allreduce_seconds(shapes, prompt_tokens, gpu_count, gpu)
@@ -147,7 +157,7 @@ def project(
         calibration_note=calibration.note,
         dtype=dtype,
         gpu=gpu.key if gpu else None,
-        gpu_count=gpu_count,
+        gpu_count=devices,  # per copy of the engine: the devices that share its weights
         weights_bytes=weights,
         kv_cache_bytes_per_token=kv_token,
         kv_cache_bytes=kv,

@@ -131,3 +131,29 @@ def kv_capacity_tokens(
     held = shapes.weights_bytes(weights_format(dtype)) if weights is None else weights
     room = int(usable * devices - held)
     return max(0, room // max(1, shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))))
+
+
+SEND_LATENCY_S = 10e-6  # one point-to-point send between stages (assumed, as the all-reduce's)
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One pass through pp stages of a tp-way split, the rows' activations sent between them."""
+
+    step: StepModel
+    pp: int
+
+    @property
+    def gpu(self) -> GPU | None:
+        return self.step.gpu
+
+    def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
+        whole = self.step.seconds(rows, context, chunks)
+        if self.pp == 1:
+            return whole
+        tokens = rows + sum(t for t, _ in chunks)
+        size = tokens * self.step.shapes.hidden_size * ACTIVATION_BYTES
+        send = size / link_bytes_per_second(self.step.gpu) + SEND_LATENCY_S
+        # A token crosses every stage in turn: the whole pass (each stage 1/pp of the
+        # layers, tp-way split) plus a send at each stage boundary.
+        return whole + (self.pp - 1) * send

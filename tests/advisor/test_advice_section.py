@@ -368,9 +368,14 @@ def test_a_result_without_measured_points_cannot_be_projected_and_says_so(browse
 
 def test_a_serving_precision_and_an_fp8_kv_cache_can_be_asked(browser, demo_result):
     bf16 = figures(page(browser, demo_result, whatif()))
-    fp8 = figures(page(browser, demo_result, whatif(dtype="fp8")))
+    fp8_page = page(browser, demo_result, whatif(dtype="fp8"))
+    fp8 = figures(fp8_page)
     assert fp8["Weights"] != bf16["Weights"]
-    assert fp8["Time per output token, p50"] != bf16["Time per output token, p50"]
+    # The demo's steps are per-pass cost, not bytes: its TPOT hardly moves, but the
+    # step model runs at the format's own peak and unpacks its weights.
+    assert "fp8 weights and activations at its 1,979 TFLOP/s peak" in section(fp8_page, "what-if")
+    tpots = [x["Time per output token, p50"].split() for x in (fp8, bf16)]
+    assert tpots[0][1] == tpots[1][1] and float(tpots[0][0]) <= float(tpots[1][0])
     kv = figures(page(browser, demo_result, whatif(kv_dtype="float8")))
     assert kv["Weights"] == bf16["Weights"]
     assert kv["KV cache (all requests)"] != bf16["KV cache (all requests)"]

@@ -13,8 +13,9 @@ from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.request import JobRequest
 from profiling.cli import build_parser
+from profiling.cli_common import flag_arguments
 from profiling.config import Hardware, ProfileConfig, Workload
-from profiling.options import FLOAT, INT, INTS, NAMES, OPTIONS, Option, flag_arguments
+from profiling.options import FLOAT, INT, INTS, NAMES, OPTIONS, Option
 
 pytestmark = pytest.mark.django_db
 DECLARED = list(OPTIONS.values())
