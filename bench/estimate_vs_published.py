@@ -80,12 +80,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The project's estimate: every import of profiling/ in this one block.
 from profiling.measure.hardware import GPU, UnknownGPU, lookup, match_device_name  # noqa: E402
 from profiling.model.shapes import DTYPE_BYTES, Shapes  # noqa: E402
-from profiling.projection.calibration import assumed  # noqa: E402
+from profiling.projection.calibration import (  # noqa: E402
+    ASSUMED_BANDWIDTH_EFFICIENCY,
+    ASSUMED_COMPUTE_EFFICIENCY,
+    assumed,
+)
 from profiling.projection.engines import limits as engine_limits  # noqa: E402
 from profiling.projection.estimate import project, shipped_configs  # noqa: E402
 from profiling.projection.precision import PRECISIONS  # noqa: E402
+from profiling.projection.validation import summary_of  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
+VALIDATION = Path(__file__).resolve().parent.parent / "profiling" / "data" / "validation.json"
 ROWS_FILE = DATA / "published_serving.jsonl"
 CONFIGS = DATA / "configs"
 
@@ -266,8 +272,13 @@ def _blank(row: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def express(row: dict[str, Any], configs: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The row projected, or the reasons it cannot be."""
+def express(
+    row: dict[str, Any],
+    configs: dict[str, dict[str, Any]],
+    efficiencies: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """The row projected, or the reasons it cannot be; `efficiencies`: (compute,
+    bandwidth) shares of the datasheet peaks instead of the assumed ones."""
     out = _blank(row)
     reasons = out["reasons"]
     tp, replicas, how, layout_reasons = layout(row)
@@ -319,7 +330,7 @@ def express(row: dict[str, Any], configs: dict[str, dict[str, Any]]) -> dict[str
     shapes = Shapes.from_config(configs[name])
     assert gpu is not None and dtype is not None and isl is not None and osl is not None
     isl, osl = int(round(isl)), int(round(osl))
-    calibration = assumed(gpu, dtype, shapes.num_layers)
+    calibration = assumed(gpu, dtype, shapes.num_layers, *(efficiencies or ()))
     text = (row.get("notes") or "") + " " + (row.get("quote") or "")
     static = bool(STATIC_BATCH.search(row.get("notes") or ""))
     offline = mode == "offline"
@@ -447,12 +458,14 @@ def _family_group(family: str | None) -> str:
     return family if family in ("trtllm", "mlperf") else "others"
 
 
-def compare(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def compare(
+    rows: list[dict[str, Any]], efficiencies: tuple[float, float] | None = None
+) -> dict[str, Any]:
     """Every row projected or explained; error summaries of the comparable, non-weak rows
     (overall, per family: trtllm / mlperf / others, per engine, per mode, per GPU, per
     weight precision) and of the weak rows apart."""
     configs = load_configs()
-    results = [express(row, configs) for row in rows]
+    results = [express(row, configs, efficiencies) for row in rows]
     for r in results:
         r["family_group"] = _family_group(r["family"])
         r["gpu"] = r["setup"].get("gpu")
@@ -602,10 +615,68 @@ def report(result: dict[str, Any]) -> None:
     _print_summary(result["weak_summary"], "Error of the weak rows (apart):")
 
 
+# Leave one family out: the datasheet efficiencies are the estimate's only free
+# constants, so they are what a fit to published rows would tune. Fit them on one
+# family's headline rows (the pair of this grid with the least median throughput
+# error), then project the other family with them: an error that stays low there is
+# not a constant tuned to the rows it is judged on.
+COMPUTE_GRID = (0.3, 0.4, 0.5, 0.6, 0.7)
+BANDWIDTH_GRID = (0.55, 0.65, 0.75, 0.85, 0.95)
+
+
+def _throughput_error(rows: list[dict[str, Any]], efficiencies: tuple[float, float]) -> float:
+    result = compare(rows, efficiencies)
+    return result["summary"]["overall"]["throughput"]["median_error"]
+
+
+def leave_one_family_out(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """For each family: the efficiencies fitted on the other one, and this family's median
+    throughput error with them, beside its error with the assumed ones."""
+    strong = [r for r in compare(rows)["rows"] if r["metrics"] and not r["weak"]]
+    ids = {"trtllm": set(), "others": set()}
+    for r in strong:
+        if "throughput" in r["metrics"]:
+            ids["trtllm" if r["family_group"] == "trtllm" else "others"].add(r["id"])
+    by_family = {f: [row for row in rows if row["id"] in ids[f]] for f in ids}
+    out = {}
+    for held_out, fitted_on in (("others", "trtllm"), ("trtllm", "others")):
+        grid = [(c, b) for c in COMPUTE_GRID for b in BANDWIDTH_GRID]
+        best = min(grid, key=lambda e: _throughput_error(by_family[fitted_on], e))
+        out[held_out] = {
+            "fitted_on": fitted_on, "rows": len(by_family[held_out]),
+            "efficiencies": {"compute": best[0], "bandwidth": best[1]},
+            "fit_error": _throughput_error(by_family[fitted_on], best),
+            "held_out_error": _throughput_error(by_family[held_out], best),
+            "assumed_error": _throughput_error(by_family[held_out], (
+                ASSUMED_COMPUTE_EFFICIENCY, ASSUMED_BANDWIDTH_EFFICIENCY)),
+        }  # fmt: skip
+    return out
+
+
+def _print_lofo(lofo: dict[str, Any]) -> None:
+    print("\nLeave one family out (median |error| of output tok/s):")
+    for held_out, r in lofo.items():
+        e = r["efficiencies"]
+        print(
+            f"  fitted on {r['fitted_on']:7s} (compute {e['compute']:.0%}, bandwidth "
+            f"{e['bandwidth']:.0%}: {r['fit_error']:.1%} there) -> {held_out} "
+            f"({r['rows']} rows): {r['held_out_error']:.1%}, against {r['assumed_error']:.1%} "
+            "with the assumed efficiencies"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--json", type=Path, help="write every row and summary here")
     parser.add_argument("--rows", help="comma-separated row ids (default: all)")
+    parser.add_argument(
+        "--leave-one-family-out", action="store_true",
+        help="also fit the efficiencies on one family and test on the other (about a minute)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--write-validation", action="store_true",
+        help=f"write the error bands the estimates carry to {VALIDATION}",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     start = time.perf_counter()
     rows = load_rows()
@@ -621,6 +692,14 @@ def main(argv: list[str] | None = None) -> int:
     result["elapsed_seconds"] = elapsed
     report(result)
     print(f"\nElapsed: {elapsed:.2f} s")
+    if args.leave_one_family_out:
+        result["leave_one_family_out"] = leave_one_family_out(rows)
+        _print_lofo(result["leave_one_family_out"])
+    if args.write_validation:
+        if args.rows:
+            parser.error("--write-validation takes every row")
+        VALIDATION.write_text(json.dumps(summary_of(result), indent=1) + "\n")
+        print(f"Wrote {VALIDATION}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2, default=str) + "\n")
         print(f"Wrote {args.json}")

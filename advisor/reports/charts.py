@@ -28,6 +28,7 @@ from advisor.reports.experiment_charts import (
 from advisor.reports.insight_charts import insight_charts
 from profiling.advice_kit.advice_results import PredictionPoint
 from profiling.profile import Profile
+from profiling.projection import validation
 from profiling.results import DecodePoint, PrefillPoint
 from profiling.units import pct
 
@@ -195,6 +196,45 @@ def predictions_chart(points: list[PredictionPoint]) -> Figure | None:
     return {"data": data, "layout": layout}
 
 
+PUBLISHED_SERIES = {
+    "throughput": ("output tokens/s", "circle"),
+    "ttft": ("TTFT, ms", "star"),
+    "itl_tpot": ("ITL/TPOT, ms", "square"),
+}
+
+
+def published_chart(points: list[dict[str, Any]]) -> Figure | None:
+    """The estimate against published serving measurements (log-log): one marker per
+    published row, the y = x line and the ±20 % band; hovering names the row."""
+    if not points:
+        return None
+    data = []
+    for i, (metric, (name, symbol)) in enumerate(PUBLISHED_SERIES.items()):
+        series = [p for p in points if p["metric"] == metric and p["predicted"] > 0]
+        if not series:
+            continue
+        data.append({
+            "type": "scatter", "mode": "markers", "name": name,
+            "x": [p["published"] for p in series], "y": [p["predicted"] for p in series],
+            "text": [f"{p['id']} ({p['engine']})" for p in series],
+            "marker": {"size": 9, "symbol": symbol, "color": PALETTE[i % len(PALETTE)]},
+            "hovertemplate": "%{text}: published %{x:,.4g}, estimated %{y:,.4g}<extra></extra>",
+        })  # fmt: skip
+    values = [v for trace in data for v in trace["x"] + trace["y"]]
+    low, high = min(values) / 1.5, max(values) * 1.5
+    for name, factor, dash in (("y = x", 1.0, "dot"), ("+20 %", 1.2, "dash"),
+                               ("−20 %", 0.8, "dash")):  # fmt: skip
+        data.append({
+            "type": "scatter", "mode": "lines", "name": name, "x": [low, high],
+            "y": [low * factor, high * factor], "hoverinfo": "skip",
+            "line": {"color": "#333" if factor == 1 else "#999", "width": 1, "dash": dash},
+        })  # fmt: skip
+    layout = base_layout("The estimate against published serving", "published", "estimated")
+    layout["xaxis"].update({"type": "log"})
+    layout["yaxis"] = {**layout["yaxis"], "type": "log", "rangemode": "normal"}
+    return {"data": data, "layout": layout}
+
+
 def all_charts(profile: Profile) -> dict[str, Figure]:
     figures = {
         "memory": memory_chart(profile),
@@ -210,6 +250,10 @@ def all_charts(profile: Profile) -> dict[str, Figure]:
     predicted = predictions_chart(profile.predictions or [])
     if predicted is not None:
         figures["predictions"] = predicted
+    if any(p.published_error for p in profile.predictions or []):
+        published = published_chart(validation.points())
+        if published is not None:
+            figures["published"] = published
     figures.update(insight_charts(profile))
     if ran.parallel is not None:
         split = ran.parallel.disaggregation or ran.disaggregation

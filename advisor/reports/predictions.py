@@ -69,6 +69,7 @@ def row(point: PredictionPoint) -> dict[str, Any]:
         "band": error_band(error),
         "basis": point.basis or UNKNOWN,
         "note": point.note,
+        "published_error": point.published_error_text,
     }
 
 
@@ -102,4 +103,5 @@ def section_context(points: list[PredictionPoint] | None) -> dict[str, Any] | No
         "median_band": error_band(median),
         "trust": trust_text(median),
         "calibrated": sum(p.basis == CALIBRATED for p in points),
+        "published": next((p.published_error for p in points if p.published_error), None),
     }

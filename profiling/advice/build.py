@@ -39,6 +39,7 @@ from profiling.model.shapes import Shapes
 from profiling.profile import Experiments, Profile
 from profiling.projection.calibration import assumed, calibrate, leave_one_out, relative_error
 from profiling.projection.estimate import Projection, project
+from profiling.projection.validation import band
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
 from profiling.techniques import TECHNIQUES
 from profiling.units import size
@@ -341,19 +342,24 @@ def projection_points(
             ("tpot_seconds", "s", served.tpot.p50),
             ("tpot_p99_seconds", "s", served.tpot.p99),
             ("itl_p99_seconds", "s", served.itl.p99),
-            ("output_tokens_per_second", "tokens/s", served.output_tokens_per_second),
+            ("output_tokens_per_second", "tokens/s", projection.decode_tokens_per_second),
             ("memory_bytes", "bytes", memory),
         ]
         note += (
             f"; served by a simulated engine (continuous batching, chunked prefill of "
-            f"{served.max_batched_tokens:,} tokens per step) to {workload.concurrency} users, "
-            f"{served.requests} requests"
-        )
+            f"{served.max_batched_tokens:,} tokens per step) "
+            + (f"at {workload.request_rate:g} requests/s" if workload.request_rate
+               else f"to {workload.concurrency} users")
+            + f", {served.requests} requests"
+        )  # fmt: skip
     out = []
     for metric, unit, predicted in figures:
         value = measured.get(metric) if measured else None
         error = relative_error(predicted, value)
-        out.append(PredictionPoint(metric, unit, dict(at), predicted, value, error, basis, note))
+        point = PredictionPoint(metric, unit, dict(at), predicted, value, error, basis, note)
+        if basis == ESTIMATED and (found := band(metric)) is not None:
+            point.published_error = found.to_dict()
+        out.append(point)
     return out
 
 

@@ -30,7 +30,8 @@ def render_predictions(predictions: list[PredictionPoint]) -> list[str]:
         at = ", ".join(f"{k} {v}" for k, v in p.at.items() if k != "device")
         value = _value(p.predicted, p.unit)
         if p.measured is None or p.error is None:
-            lines.append(f"  {p.metric} at {at}: {value} [{p.basis}]")
+            band = f" {p.published_error_text}" if p.published_error else ""
+            lines.append(f"  {p.metric} at {at}: {value} [{p.basis}{band}]")
             continue
         lines.append(
             f"  {p.metric} at {at}: {value}, measured {_value(p.measured, p.unit)}, "

@@ -140,9 +140,20 @@ class PredictionPoint:
     error: float | None  # (predicted - measured) / measured
     basis: str  # CALIBRATED, PROJECTED or ESTIMATED
     note: str = ""
+    # An estimated figure's error against published serving measurements of its metric
+    # (`profiling.projection.validation.Band`): {"metric", "median_error", "rows", ...}.
+    published_error: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)
+
+    @property
+    def published_error_text(self) -> str:
+        e = self.published_error
+        if not e:
+            return ""
+        rows = f"{e['rows']} published serving row{'s' if e['rows'] != 1 else ''}"
+        return f"± {e['median_error']:.0%} against {rows}"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PredictionPoint:

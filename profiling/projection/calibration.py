@@ -97,7 +97,13 @@ class Calibration:
         return serde.from_dict(cls, data)
 
 
-def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
+def assumed(
+    gpu: GPU,
+    dtype: str,
+    layers: int = 0,
+    compute_efficiency: float = ASSUMED_COMPUTE_EFFICIENCY,
+    bandwidth_efficiency: float = ASSUMED_BANDWIDTH_EFFICIENCY,
+) -> Calibration:
     """Datasheet peaks times the assumed efficiencies, plus an assumed per-pass cost for
     a model of `layers` layers: an estimate, no measurement. `dtype` is a torch dtype
     or a serving precision (`profiling.projection.precision`): its matmuls run at that format's
@@ -114,16 +120,14 @@ def assumed(gpu: GPU, dtype: str, layers: int = 0) -> Calibration:
     return Calibration(
         basis=ESTIMATED,
         device=gpu.key,
-        prefill=PhaseRate(
-            flops_per_second=peak * ASSUMED_COMPUTE_EFFICIENCY, overhead_seconds=per_pass
-        ),
+        prefill=PhaseRate(flops_per_second=peak * compute_efficiency, overhead_seconds=per_pass),
         decode=PhaseRate(
-            bytes_per_second=gpu.memory_bandwidth_bytes_per_second * ASSUMED_BANDWIDTH_EFFICIENCY,
+            bytes_per_second=gpu.memory_bandwidth_bytes_per_second * bandwidth_efficiency,
             overhead_seconds=per_pass,
         ),
         note=(
-            f"{gpu.label} datasheet peaks × {ASSUMED_COMPUTE_EFFICIENCY:.0%} compute and "
-            f"{ASSUMED_BANDWIDTH_EFFICIENCY:.0%} bandwidth efficiency, plus "
+            f"{gpu.label} datasheet peaks × {compute_efficiency:.0%} compute and "
+            f"{bandwidth_efficiency:.0%} bandwidth efficiency, plus "
             f"{per_pass * 1e3:.2f} ms per pass for scheduling, sampling and kernel launches "
             "(assumed, not measured)"
             + (f"; {form.label} at its {peak / 1e12:,.0f} TFLOP/s peak" if form else "")

@@ -6,6 +6,7 @@ engine (`scripts/engine-env`); the page is rendered by the site from it.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -105,3 +106,31 @@ def test_a_failed_launch_shows_its_logs_last_lines_folded(client):
     assert len(folds) == 2
     assert "the server's log, last 2 lines" in folds[0] and "INFO ready" in folds[0]
     assert "the client's log, last 0 lines" in text(folds[1]) and "no output" in text(folds[1])
+
+
+def test_estimated_figures_carry_the_published_error_and_its_scatter(client):
+    from profiling.advice.build import estimate_report
+    from profiling.config import Workload
+    from profiling.measure.hardware import lookup
+    from profiling.model.shapes import Shapes
+    from profiling.projection import validation
+    from profiling.projection.estimate import shipped_configs
+
+    # The stored run projected to no datasheet GPU: add the projection the library
+    # makes for one (as a report with a deployment GPU holds), bands attached.
+    result = stored_result(RESULT)
+    shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
+    _, points = estimate_report(shapes, lookup("H100"), 1, "bfloat16", Workload())
+    result["predictions"] += [p.to_dict() for p in points]
+    _, page = rendered(client, result)
+    part = section(page, "predictions")
+    tput = validation.band("output_tokens_per_second")
+    assert tput is not None
+    assert f"± {tput.median_error:.0%} against {tput.rows} published serving rows" in part
+    assert 'id="chart-published-plot"' in part and 'id="published-validation"' in part
+    figure = re.search(r'<script id="chart-published"[^>]*>(.*?)</script>', part, re.S)
+    assert figure is not None, "the scatter's data travels with the page"
+    data = json.loads(figure.group(1))["data"]
+    markers = [t for t in data if t["mode"] == "markers"]
+    assert sum(len(t["x"]) for t in markers) == len(validation.points())
+    assert {t["name"] for t in data if t["mode"] == "lines"} == {"y = x", "+20 %", "−20 %"}

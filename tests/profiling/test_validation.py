@@ -1,0 +1,80 @@
+"""The estimate against published serving measurements: the stored error bands match
+what the model projects today, the comparison runs from a clone in seconds, and it
+fails when the error passes today's bound.
+
+The issue's goal is a median error of 15 % per metric; today's model is not there
+(see bench/estimate_vs_published.py's output), so the bound below is today's figure,
+a ratchet: a change that makes the projections worse against the published rows
+fails here, and one that makes them better lowers it.
+"""
+
+from __future__ import annotations
+
+import runpy
+import time
+from pathlib import Path
+
+import pytest
+
+from profiling.projection import validation
+
+BENCH = Path(__file__).resolve().parents[2] / "bench" / "estimate_vs_published.py"
+# Today's median |error| of output throughput, with a little room for the simulation.
+BOUND_ALL_ROWS = 0.30
+# The TensorRT-LLM v0.17 table: every row states its KV cache's format and layout.
+V017 = "trtllm-v0.17-"
+BOUND_V017 = 0.20
+
+
+@pytest.fixture(scope="module")
+def bench() -> dict:
+    return runpy.run_path(str(BENCH))
+
+
+@pytest.fixture(scope="module")
+def compared(bench) -> dict:
+    started = time.perf_counter()
+    result = bench["compare"](bench["load_rows"]())
+    result["seconds"] = time.perf_counter() - started
+    return result
+
+
+def test_the_comparison_runs_in_seconds_and_explains_every_row_it_skips(compared):
+    assert compared["seconds"] < 60
+    assert compared["counts"]["rows"] == 88
+    for row in compared["rows"]:
+        assert row["expressible"] or row["reasons"], row["id"]
+
+
+def test_the_stored_error_bands_are_what_the_model_projects_today(compared):
+    fresh = validation.summary_of(compared)
+    stored = validation.stored()
+    assert stored["bands"] == fresh["bands"], (
+        "profiling/data/validation.json is stale: python bench/estimate_vs_published.py "
+        "--write-validation"
+    )
+    assert stored["points"] == fresh["points"]
+
+
+def test_an_estimated_figure_carries_the_band_of_its_metric():
+    tput = validation.band("output_tokens_per_second")
+    assert tput is not None and tput.rows >= 20
+    assert tput.text().startswith(f"± {tput.median_error:.0%} against {tput.rows} published")
+    assert validation.band("memory_bytes") is None  # exact, not validated against serving
+
+
+def test_the_median_error_stays_within_todays_bound(compared, bench):
+    overall = compared["summary"]["overall"]["throughput"]
+    assert overall["median_error"] <= BOUND_ALL_ROWS, overall
+    subset = [r for r in bench["load_rows"]() if r["id"].startswith(V017)]
+    result = bench["compare"](subset)
+    v017 = result["summary"]["overall"]["throughput"]
+    assert v017["rows"] >= 10
+    assert v017["median_error"] <= BOUND_V017, v017
+
+
+def test_the_bound_can_fail(bench):
+    # The same rows projected at half the datasheet efficiencies miss by far more.
+    subset = [r for r in bench["load_rows"]() if r["id"].startswith(V017)]
+    worse = bench["compare"](subset, (0.25, 0.35))["summary"]["overall"]["throughput"]
+    assert worse["median_error"] > BOUND_V017
