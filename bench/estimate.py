@@ -66,7 +66,7 @@ def calibration_error(threads: int | None) -> None:
         workload=Workload(prompt_tokens=256, output_tokens=64, concurrency=4),
     )  # fmt: skip
     start = time.perf_counter()
-    profile = run_profile(config).to_dict()
+    profile = run_profile(config)
     took = time.perf_counter() - start
     shapes = Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
     predictions = leave_one_out(shapes, profile)
