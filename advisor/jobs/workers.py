@@ -76,7 +76,7 @@ def probe_engines(devices: list[dict[str, Any]]) -> dict[str, str]:
         version = engine.version(device=device)
         if not version:
             continue
-        if unusable := engine.client_unusable(device=device):
+        if unusable := engine.client_unusable(device=device, version_found=version):
             log.warning("%s %s not offered: %s", name, version, unusable)
             continue
         found[name] = version

@@ -81,13 +81,15 @@ def version(python: Path | None = None, device: str = "cpu") -> str | None:
     return _run_python(python or python_path(), _VERSION, device)
 
 
-def client_unusable(python: Path | None = None, device: str = "cpu") -> str | None:
+def client_unusable(
+    python: Path | None = None, device: str = "cpu", version_found: str | None = None
+) -> str | None:
     """Why the benchmark client cannot run here, or None: its import, run once with
     the engine's environment (a CPU lacking an instruction its build needs kills it).
     The answer is kept beside the environment, per CPU and device: importing the
     client takes seconds, and a worker asks at every start."""
     python = python or python_path()
-    stamp = _check_stamp(python, device)
+    stamp = _check_stamp(python, device, version_found or version(python, device))
     if stamp is not None and stamp.exists():
         said = stamp.read_text()
         return said or None
@@ -98,7 +100,7 @@ def client_unusable(python: Path | None = None, device: str = "cpu") -> str | No
     return said
 
 
-def _check_stamp(python: Path, device: str) -> Path | None:
+def _check_stamp(python: Path, device: str, found: str | None) -> Path | None:
     """Where the client check's answer for this CPU, device and engine is kept."""
     try:
         flags = next(
@@ -107,7 +109,7 @@ def _check_stamp(python: Path, device: str) -> Path | None:
         )  # fmt: skip
     except OSError:
         flags = platform.processor()
-    key = hashlib.sha1(f"{version(python, device)}|{device}|{flags}".encode()).hexdigest()[:16]
+    key = hashlib.sha1(f"{found}|{device}|{flags}".encode()).hexdigest()[:16]
     folder = python.absolute().parent.parent if python.exists() else None
     return folder / f".client-check-{key}" if folder is not None else None
 
