@@ -80,6 +80,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # The project's estimate: every import of profiling/ in this one block.
 from profiling.measure.hardware import GPU, UnknownGPU, lookup, match_device_name  # noqa: E402
 from profiling.model.shapes import DTYPE_BYTES, Shapes  # noqa: E402
+from profiling.options import KV_CACHE_FORMATS, WEIGHT_FORMATS  # noqa: E402
 from profiling.projection.calibration import (  # noqa: E402
     ASSUMED_BANDWIDTH_EFFICIENCY,
     ASSUMED_COMPUTE_EFFICIENCY,
@@ -103,7 +104,6 @@ OFFLINE_RATE = 1e9
 OFFLINE_ROUNDS = 4
 # The engine whose limits a row's projection uses, by the row's engine.
 ENGINE_LIMITS = {"TensorRT-LLM": "tensorrt-llm"}
-FP8_KV = "float8"  # the fp8 KV cache's `profiling.shapes.DTYPE_BYTES` key
 
 # The model a row names -> its config: shipped with the project (profiling/data/configs)
 # or copied with its source under bench/data/configs. Matched on the row's `model`.
@@ -201,16 +201,18 @@ def resolve_gpu(name: str | None) -> GPU | None:
 
 
 def weights_precision(row: dict[str, Any]) -> str | None:
-    """The PRECISIONS key of the row's weights (None: not published or not modelled)."""
+    """The serving precision of the row's weights, read as the estimate's own `--weights`
+    names them (None: not published or not modelled)."""
     text = (row.get("weight_precision") or "").strip().lower()
-    for prefix, key in (("fp8", "fp8"), ("bf16", "bfloat16"), ("fp16", "float16")):
-        if text.startswith(prefix):
-            return key
+    for name in ("fp8", "bf16", "fp16"):
+        if text.startswith(name):
+            return WEIGHT_FORMATS[name]
     return None
 
 
 def kv_precision(row: dict[str, Any]) -> str:
-    return FP8_KV if (row.get("kv_precision") or "").lower().startswith("fp8") else ""
+    fp8 = (row.get("kv_precision") or "").lower().startswith("fp8")
+    return KV_CACHE_FORMATS["fp8" if fp8 else "auto"]
 
 
 def stated(patterns: tuple[re.Pattern[str], ...], text: str) -> tuple[int, str] | None:
@@ -504,7 +506,7 @@ def compare(
         },
         "checks": checks,
         "precisions": sorted(PRECISIONS),
-        "fp8_kv_key": FP8_KV if FP8_KV in DTYPE_BYTES else None,
+        "fp8_kv_key": KV_CACHE_FORMATS["fp8"] if KV_CACHE_FORMATS["fp8"] in DTYPE_BYTES else None,
     }
 
 

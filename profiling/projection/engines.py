@@ -45,7 +45,12 @@ class EngineLimits:
         free = int(device_bytes) - RUNTIME_BYTES - activations
         if self.share_of_free:
             return max(0, int(weights + self.memory_share * max(0.0, free - weights)))
-        return max(0, int(self.memory_share * device_bytes) - RUNTIME_BYTES - activations)
+        return max(0, free - int(self.reserve_share * device_bytes))
+
+    @property
+    def reserve_share(self) -> float:
+        """The share of each GPU the engine leaves unused (1 − its memory share)."""
+        return round(1 - self.memory_share, 4)
 
     def note(self) -> str:
         of = "of the memory the weights leave free" if self.share_of_free else "of each GPU"

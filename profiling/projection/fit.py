@@ -21,7 +21,7 @@ from profiling.units import size
 # gpu_memory_utilization, 0.92 by default since 0.32: `profiling.projection.engines`)
 # and a fixed amount for the CUDA context and the runtime's own buffers. The
 # activations of the largest prefill chunk come on top (`activation_bytes`).
-RESERVE_SHARE = round(1 - vllm(None).memory_share, 4)
+RESERVE_SHARE = vllm(None).reserve_share
 RESERVE_FIXED_BYTES = RUNTIME_BYTES
 
 
@@ -39,8 +39,7 @@ def usable_bytes(device_memory_bytes: int, activations: int) -> int:
     """One device's memory less the engine's reserve, the CUDA context and runtime,
     and the `activations` peak (`activation_bytes`): what weights and KV cache may
     use on it."""
-    reserve = int(RESERVE_SHARE * device_memory_bytes) + RESERVE_FIXED_BYTES + activations
-    return max(0, int(device_memory_bytes) - reserve)
+    return vllm(None).usable_bytes(device_memory_bytes, activations, 0.0)
 
 
 def reserve_note(activations: int) -> str:

@@ -41,7 +41,10 @@ def test_the_engine_limits_are_vllms_own_by_gpu_and_tensorrt_llms_everywhere():
     assert (trt.max_seqs, trt.max_batched_tokens) == (2048, 8192)
     # vLLM: 92 % of the device in all; TensorRT-LLM: 90 % of what the weights leave free.
     gib = 2**30
-    assert engines.vllm(H100).usable_bytes(80 * gib, 0, 10 * gib) == int(0.92 * 80 * gib) - gib
+    assert (
+        engines.vllm(H100).usable_bytes(80 * gib, 0, 10 * gib)
+        == 80 * gib - int(0.08 * 80 * gib) - gib
+    )
     assert trt.usable_bytes(80 * gib, 0, 10 * gib) == int(10 * gib + 0.9 * 69 * gib)
 
 
