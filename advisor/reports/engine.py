@@ -22,6 +22,15 @@ def _interval(bounds: Any) -> str:
     return f"{bounds[0]:.2f}–{bounds[1]:.2f}×" if bounds else "—"
 
 
+def _tp_interval(tp: Any) -> str:
+    if tp is None:
+        return ""
+    if tp.speedup_basis == "server":
+        return ("of the server's mean TPOT: no request reached the client as it was generated, "
+                "so the client's timings cannot compare them")  # fmt: skip
+    return _interval(tp.interval)
+
+
 def serving_rows(points: list[ServingPoint]) -> list[dict[str, Any]]:
     return [{"p": p, "streamed": p.requests - p.coalesced} for p in points]
 
@@ -81,7 +90,7 @@ def section_context(engine: EngineResult | None, advice: Advice | None) -> dict[
             for s in engine.speculative
         ],
         "quantization": [{"q": q, "interval": _interval(q.interval)} for q in engine.quantization],
-        "tp_interval": _interval(engine.tensor_parallel.interval) if engine.tensor_parallel else "",
+        "tp_interval": _tp_interval(engine.tensor_parallel),
         "finding": finding(engine),
     }
 

@@ -157,6 +157,9 @@ class TensorParallelPoint:
     tpot_ms: Spread | None = None
     speedup: float | None = None  # TPOT p50 one rank / split
     interval: tuple[float, float] | None = None  # 95 %, over requests
+    # "client": medians of the requests that streamed; "server": the server's own mean
+    # TPOT, where no request reached the client as it was generated (a busy machine).
+    speedup_basis: str = "client"
     throughput_speedup: float | None = None  # output tok/s split / one rank
     output_matches: bool | None = None  # greedy text equal to the one-rank server's
     points: list[ServingPoint] = field(default_factory=list)

@@ -91,6 +91,19 @@ def test_the_split_over_two_ranks_is_shown_with_its_interval(engine_page):
     assert ("identical" if tp.output_matches else "differs") in table
 
 
+def test_a_split_read_in_one_burst_shows_the_servers_tpot_and_says_why(client):
+    result = stored_result(RESULT)
+    tp = result["engine"]["tensor_parallel"]
+    point = tp["points"][0]
+    point["coalesced"], point["streamed"] = point["requests"], [False] * point["requests"]
+    tp.update(speedup=1.2345, interval=None, speedup_basis="server")
+    _, page = rendered(client, result)
+    part = text(section(page, "engine"))
+    table = part[part.index("Tensor parallelism on the engine") :]
+    assert ms(point["server"]["tpot_mean_ms"], "ms") + " (server mean)" in table
+    assert "1.23× (of the server's mean TPOT: no request reached the client" in table
+
+
 def test_a_failed_launch_shows_its_logs_last_lines_folded(client):
     result = stored_result(RESULT)
     failed = next(launch for launch in result["engine"]["launches"] if launch["status"] != "ran")

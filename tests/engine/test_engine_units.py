@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from profiling.engine import ENGINES, bench, vllm
+from profiling.engine import ENGINES, bench, techniques, vllm
 from profiling.engine.interface import MEMBERS
 from profiling.engine.metrics import parse_metrics
 from profiling.engine.plan import make_plan, sweep
+from profiling.engine.results import ServerCounters, ServingPoint, Spread
 from profiling.options import ENGINE_CHOICES
 
 PROM = """\
@@ -80,6 +81,27 @@ def test_the_sweep_brackets_the_users_concurrency():
 def test_requests_read_in_one_burst_are_told_apart_from_streamed_ones():
     saved = {"itls": [[0.003, 0.0028, 0.0031], [1e-6, 2e-6, 1e-6], []]}
     assert bench.streamed(saved) == [True, False, True]
+
+
+def _point(tpots: list[float], streamed: list[bool], server_tpot_ms: float) -> ServingPoint:
+    nothing = Spread(0.0, 0.0, 0.0)
+    return ServingPoint(
+        concurrency=4, requests=len(tpots), failed=0, prompt_tokens=64, output_tokens=16,
+        ttft_ms=nothing, tpot_ms=nothing, itl_ms=nothing, e2el_ms=nothing,
+        output_tokens_per_s=1.0, requests_per_s=1.0, goodput=None, duration_s=1.0,
+        server=ServerCounters(tpot_mean_ms=server_tpot_ms), tpot_s=tpots, streamed=streamed,
+    )  # fmt: skip
+
+
+def test_a_split_read_in_one_burst_is_compared_on_the_servers_own_tpot():
+    one = _point([0.010, 0.011, 0.012, 0.010], [True] * 4, 10.5)
+    streamed = _point([0.005, 0.006, 0.005, 0.0055], [True] * 4, 5.0)
+    speedup, interval, basis = techniques.tpot_speedup(one, streamed)
+    assert basis == "client" and interval[0] <= speedup <= interval[1] and speedup > 1.5
+    burst = _point([0.0, 0.0, 0.0, 0.0], [False] * 4, 5.0)
+    assert techniques.tpot_speedup(one, burst) == (2.1, None, "server")
+    silent = _point([0.0] * 4, [False] * 4, 0.0)  # no server histogram either: no figure
+    assert techniques.tpot_speedup(one, silent) == (None, None, "client")
 
 
 def test_the_serve_command_is_what_a_user_types():
