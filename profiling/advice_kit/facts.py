@@ -53,6 +53,9 @@ class Facts:
     queue_share: float = 0.0  # of one request's end-to-end time, waiting to be scheduled
     served: Served | None = None  # the simulated engine at the user's concurrency (estimates)
     spec_acceptance: float | None = None  # per drafted token, as the user gave it (estimates)
+    # Whether some configuration of the user's GPUs meets the targets (the deployment
+    # search's answer; None: not searched, or no target).
+    meets_on_your_gpus: bool | None = None
 
     @property
     def measured(self) -> bool:
