@@ -4,7 +4,8 @@ No torch import. Capacity: the largest number of closed-loop users whose p90 TTF
 TPOT still meet the targets, found by doubling then bisecting over the simulated
 engine (more users never make a request faster, so "meets" falls once as the users
 grow), with the request rate and the goodput (output tokens/s of the requests that
-meet both targets) there. Cost: the GPUs' hourly price (the catalog's price table, or
+meet both targets) there; never past the users the engines run at once (the rest would
+only queue). Cost: the GPUs' hourly price (the catalog's price table, or
 the one given for the job) over the output tokens they serve, at the user's load and
 at capacity, and the GPU-hours a day the deployment holds.
 """
@@ -45,6 +46,11 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
         return bool(at(users).meets)
 
     start, high = max(1, w.concurrency), bound(sc, e) + 1
+    if e.served is not None and e.served.output_tokens_per_second:
+        # Users past what the engines run at once only wait in their queues, their TTFT
+        # growing without end: that is no serving capacity.
+        engines = e.throughput / e.served.output_tokens_per_second
+        high = min(high, round(e.served.max_running * engines) + 1)
     if meets(start):
         low = start
     elif meets(1):
