@@ -153,7 +153,8 @@ def _deployment_details(row: dict[str, Any], asked: int) -> list[str]:
     out = []
     if row["capacity"]["users"] is not None:
         cap = row["capacity"]
-        out.append(f"      meets your targets up to {cap['users']} users; you asked for {asked} "
+        upto = "at least" if cap.get("at_least") else "up to"
+        out.append(f"      meets your targets {upto} {cap['users']} users; you asked for {asked} "
                    f"({cap['goodput_tokens_per_second']:,.0f} tok/s goodput there)")  # fmt: skip
     cost = row["cost"]
     if cost["usd_per_million_output_tokens"] is not None:

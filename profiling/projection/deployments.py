@@ -5,9 +5,10 @@ TPOT still meet the targets, found by doubling then bisecting over the simulated
 engine (more users never make a request faster, so "meets" falls once as the users
 grow), with the request rate and the goodput (output tokens/s of the requests that
 meet both targets) there; never past the users the engines run at once (the rest would
-only queue). Cost: the GPUs' hourly price (the catalog's price table, or
-the one given for the job) over the output tokens they serve, at the user's load and
-at capacity, and the GPU-hours a day the deployment holds.
+only queue), nor past `SPAN` times the user's load (then "at least"). Cost: the GPUs'
+hourly price (the catalog's price table, or the one given for the job) over the output
+tokens they serve, at the user's load and at capacity, and the GPU-hours a day the
+deployment holds.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from profiling.projection.search import Evaluated, Scenario, engine, search, ser
 
 MAX_USERS = 4096  # the concurrency option's ceiling
 CAPACITY_FOR = 1  # the first configurations of the user's GPUs given a capacity
+SPAN = 16  # capacity is searched up to this many times the user's load
 
 
 @dataclass
@@ -27,6 +29,7 @@ class Capacity:
     users: int | None = None
     request_rate: float | None = None  # requests/s completed there
     goodput_tokens_per_second: float | None = None
+    at_least: bool = False  # still meeting at the top of the search: capacity is larger
 
 
 def capacity(sc: Scenario, e: Evaluated) -> Capacity:
@@ -43,7 +46,7 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
         return seen[users]
 
     def meets(users: int) -> bool:
-        return bool(at(users).meets)
+        return at(users).meets is True
 
     start, high = max(1, w.concurrency), bound(sc, e) + 1
     if e.served is not None and e.served.output_tokens_per_second:
@@ -51,15 +54,32 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
         # growing without end: that is no serving capacity.
         engines = e.throughput / e.served.output_tokens_per_second
         high = min(high, round(e.served.max_running * engines) + 1)
+    top = min(high, SPAN * start + 1)
     if meets(start):
         low = start
     elif meets(1):
         low, high = 1, start
     else:
         return Capacity()
+    at_least = False
+    if top - 1 > low:  # the bound (or the span) often binds: one simulation says so
+        if meets(top - 1):
+            low, high, at_least = top - 1, top, top < high
+        else:
+            high = top - 1
+    interpolate = True
     while high - low > 1:
-        middle = (low + high) // 2
-        low, high = (middle, high) if meets(middle) else (low, middle)
+        # Interpolated and halving steps alternate: interpolation alone can creep from
+        # one side (regula falsi), halving bounds the steps to twice a bisection's.
+        near = interpolate and high in seen
+        guess = _guess(low, high, seen, w) if near else (low + high) // 2
+        if meets(guess):
+            low = guess
+            high = guess + 1 if near and guess + 1 < high and not meets(guess + 1) else high
+        else:
+            high = guess
+            low = guess - 1 if near and guess - 1 > low and meets(guess - 1) else low
+        interpolate = not interpolate
     best = at(low)
     served = best.served
     assert served is not None
@@ -71,7 +91,19 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
         request_rate=served.requests_per_second * engines,
         goodput_tokens_per_second=(good * engines * w.output_tokens if good is not None
                                    else best.throughput),
+        at_least=at_least,
     )  # fmt: skip
+
+
+def _guess(low: int, high: int, seen: dict[int, Evaluated], w: Any) -> int:
+    """Where the miss ratio crosses 1 between the bracket's ends, taken as linear in the
+    users (the ends' neighbours are simulated too, so a near guess ends the search), kept
+    strictly inside the bracket."""
+    a, b = seen[low].miss(w), seen[high].miss(w)
+    if not b < float("inf") or b <= a:
+        return (low + high) // 2
+    guess = low + round((1.0 - a) / (b - a) * (high - low))
+    return min(high - 1, max(low + 1, guess))
 
 
 def bound(sc: Scenario, e: Evaluated) -> int:
@@ -138,6 +170,8 @@ class Deployments:
         users, asked = self.capacities[index].users, self.scenario.workload.concurrency
         if users is None:
             return ""
+        if self.capacities[index].at_least:
+            return f"meets your targets at {users} users ({SPAN}× your load) and likely beyond"
         if self.scenario.workload.request_rate:
             return f"meets your targets up to {users} users at once"
         return f"meets your targets up to {users} users; you asked for {asked}"

@@ -270,7 +270,7 @@ def configurations(sc: Scenario, gpus: int) -> list[Configuration]:
     """Every configuration of `gpus` GPUs the search tries."""
     w = sc.workload
     prefix = (False, True) if w.shared_prefix_tokens else (False,)
-    out = []
+    out, lengths = [], {}  # the draft length by (tp, replicas, weights, KV cache)
     for tp, pp, replicas, ep in layouts(sc, gpus):
         for weights in WEIGHTS:
             for kv in KV_CACHES:
@@ -279,21 +279,23 @@ def configurations(sc: Scenario, gpus: int) -> list[Configuration]:
                                       prefix_caching=cached)  # fmt: skip
                     out.append(c)
                     if sc.acceptance is not None and pp == ep == 1:
-                        out.append(_speculating(sc, c))
+                        key = (tp, replicas, weights, kv)
+                        lengths[key] = lengths.get(key) or _draft_length(sc, c)
+                        out.append(replace(c, draft=sc.draft, draft_tokens=lengths[key]))
     return out
 
 
-def _speculating(sc: Scenario, c: Configuration) -> Configuration:
+def _draft_length(sc: Scenario, c: Configuration) -> int:
+    """The draft length that decodes fastest for `c` at the users' batch."""
     rates = _rates(sc.gpu, precision_of(sc, c), sc.shapes.num_layers)
     w = sc.workload
     if rates is None:
-        return replace(c, draft=sc.draft, draft_tokens=1)
+        return 1  # the GPU lacks the format: screened out anyway
     step = StepModel(sc.shapes, rates, precision_of(sc, c), KV_CACHE_FORMATS[c.kv_cache], c.tp,
                      sc.gpu)  # fmt: skip
     rows = max(1, math.ceil(w.concurrency / c.replicas))
-    k = best_draft_length(step, rows, rows * (w.prompt_tokens + w.output_tokens / 2),
-                          sc.acceptance or 0.0)  # fmt: skip
-    return replace(c, draft=sc.draft, draft_tokens=k)
+    return best_draft_length(step, rows, rows * (w.prompt_tokens + w.output_tokens / 2),
+                             sc.acceptance or 0.0)  # fmt: skip
 
 
 def rank_key(e: Evaluated, w: Workload) -> tuple:
