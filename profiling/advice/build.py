@@ -63,7 +63,7 @@ def advise(
     serving engine measured a technique (`engine`), its figures decide it. The deployment
     search (`deployment`: the user's GPUs and how they serve now) ranks the configurations."""
     ran = ran or Experiments()
-    found = deployments.search(facts, model, deployment, ran.speculative)
+    found = deployments.search(facts, model, deployment, ran.speculative, engine, ran.quantization)
     bottleneck, numbers = classify(facts, ran, tolerance)
     recommendations: list[Recommendation] = []
     refused: list[NotRecommended] = []
@@ -208,6 +208,7 @@ def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
         device=env.device,
         gpu=gpu_of(config.hardware.gpu_kind or env.gpu_kind),
         gpu_count=config.hardware.gpu_count,
+        measured_gpu=env.gpu_kind,
         ttft_seconds=verdict.ttft_ms / 1e3,
         tpot_seconds=verdict.tpot_ms / 1e3,
         prefill_share=verdict.prefill_share,

@@ -14,14 +14,29 @@ from typing import Any
 from profiling.advice_kit.advice_results import MEASURED, Recommendation
 from profiling.advice_kit.facts import Facts
 from profiling.config import Hardware, Workload
+from profiling.engine.results import EngineResult, ServingPoint
 from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import Deployments, deployments
-from profiling.projection.search import Scenario
+from profiling.projection.search import Measured, Scenario
+from profiling.quantization.results import MEASURED as MEASURED_VARIANT
+from profiling.quantization.results import QuantizationResult, QuantVariant
 from profiling.speculative.results import SpeculativeResult
+
+# The engine's quantizations by the search's names: its fp8 weights, fp8 KV cache, and
+# the GPTQ checkpoint (4-bit) it serves.
+ENGINE_FORMATS = {"fp8": "fp8", "fp8-kv": "kv_fp8", "gptq": "int4"}
+# The quantization experiment's precisions by the search's weight formats (8- and 4-bit
+# weight-only, whatever library made them).
+EAGER_FORMATS = {"fp8": "fp8", "int8": "int8", "bnb-int8": "int8", "int4": "int4",
+                 "gptq-int4": "int4", "bnb-nf4": "int4"}  # fmt: skip
 
 
 def scenario(
-    facts: Facts, deployment: Hardware | None, speculative: SpeculativeResult | None = None
+    facts: Facts,
+    deployment: Hardware | None,
+    speculative: SpeculativeResult | None = None,
+    engine: EngineResult | None = None,
+    quantization: QuantizationResult | None = None,
 ) -> Scenario | None:
     """The search's scenario, or None without the model's shapes or a deployment GPU."""
     if facts.shapes is None or facts.gpu is None:
@@ -34,11 +49,110 @@ def scenario(
         kv_cache=deployment.kv_cache if deployment else "auto",
     )  # fmt: skip
     acceptance, basis, draft = measured_acceptance(speculative)
+    if acceptance is None:
+        acceptance, basis, draft = engine_acceptance(engine)
     if acceptance is None and facts.spec_acceptance is not None:
         acceptance, basis, draft = facts.spec_acceptance, "given", "draft head"
     dtype = facts.dtype if facts.dtype in ("bfloat16", "float16") else "bfloat16"
     return Scenario(facts.shapes, facts.gpu, count, dtype, facts.workload, current,
-                    acceptance, basis, draft or "draft head")  # fmt: skip
+                    acceptance, basis, draft or "draft head", quality(engine, quantization),
+                    measured(facts, engine))  # fmt: skip
+
+
+def measured(facts: Facts, engine: EngineResult | None) -> dict[Configuration, Measured]:
+    """The configurations the engine served at the user's workload, on GPUs of the
+    deployment's kind: its reference server (one GPU, the model's own weights), each
+    quantization it ran, and its tensor-parallel split. None of them where the load is
+    open-loop (the engine's sweep is closed-loop) or the GPU is another kind."""
+    w = facts.workload
+    if engine is None or facts.gpu is None or facts.measured_gpu != facts.gpu.key:
+        return {}
+    if w.request_rate:
+        return {}
+    gpu = facts.gpu.key
+    runs: list[tuple[Configuration, list[ServingPoint]]] = [(Configuration(gpu), engine.serving)]
+    for q in engine.quantization:
+        key = ENGINE_FORMATS.get(q.method)
+        if key is not None and q.status == "ran":
+            c = (
+                Configuration(gpu, kv_cache="fp8")
+                if key == "kv_fp8"
+                else Configuration(gpu, weights=key)
+            )
+            runs.append((c, q.points))
+    split = engine.tensor_parallel
+    if split is not None and split.status == "ran" and split.size > 1:
+        runs.append((Configuration(gpu, tp=split.size), split.points))
+    out: dict[Configuration, Measured] = {}
+    for c, points in runs:
+        point = _point(points, w)
+        if point is not None:
+            out[c] = Measured(point.ttft_ms.p90 / 1e3, point.tpot_ms.p50 / 1e3,
+                              point.tpot_ms.p90 / 1e3, point.output_tokens_per_s,
+                              f"measured on {engine.name} {engine.version} at concurrency "
+                              f"{point.concurrency}, {point.requests} requests")  # fmt: skip
+    return out
+
+
+def _point(points: list[ServingPoint], w: Workload) -> ServingPoint | None:
+    """The run at the user's concurrency and request shape, if some request streamed."""
+    for point in points:
+        if (
+            point.concurrency == w.concurrency
+            and (point.prompt_tokens, point.output_tokens) == (w.prompt_tokens, w.output_tokens)
+            and point.requests
+            and (not point.streamed or any(point.streamed))
+        ):
+            return point
+    return None
+
+
+def quality(
+    engine: EngineResult | None, quantization: QuantizationResult | None = None
+) -> dict[str, str]:
+    """The measured quality of each format, as its caveat: the engine's where it served
+    the format, else the quantization experiment's (real weights only)."""
+    out = eager_quality(quantization)
+    if engine is None:
+        return out
+    for q in engine.quantization:
+        key = ENGINE_FORMATS.get(q.method)
+        if key is None or q.status != "ran" or not q.perplexity or not q.reference_perplexity:
+            continue
+        change = q.perplexity / q.reference_perplexity - 1
+        text = (f"{q.method} measured on {engine.name}: perplexity "
+                f"{q.reference_perplexity:.3g} → {q.perplexity:.3g} ({change:+.1%})")  # fmt: skip
+        if q.greedy_agreement is not None:
+            text += f", {q.greedy_agreement:.0%} of greedy output equal"
+        out[key] = text
+    return out
+
+
+def eager_quality(result: QuantizationResult | None) -> dict[str, str]:
+    """Each weight format's measured quality from the quantization experiment: its best
+    measured variant (the smallest perplexity increase) against the reference."""
+    reference = result.reference_variant if result else None
+    if result is None or not result.quality_meaningful or reference is None:
+        return {}
+    best: dict[str, QuantVariant] = {}
+    for v in result.variants:
+        key = EAGER_FORMATS.get(v.precision)
+        if key is None or v.status != MEASURED_VARIANT or v.is_reference or not v.perplexity:
+            continue
+        if key not in best or v.perplexity < (best[key].perplexity or float("inf")):
+            best[key] = v
+    out: dict[str, str] = {}
+    for key, v in best.items():
+        assert v.perplexity is not None
+        text = f"{v.name} measured by the quantization experiment"
+        if reference.perplexity:
+            change = v.perplexity / reference.perplexity - 1
+            text += (f": perplexity {reference.perplexity:.3g} → {v.perplexity:.3g} "
+                     f"({change:+.1%}) against {reference.name}")  # fmt: skip
+        if v.top1_agreement is not None:
+            text += f", top-1 agreement {v.top1_agreement:.1%}"
+        out[key] = text
+    return out
 
 
 def measured_acceptance(result: SpeculativeResult | None) -> tuple[float | None, str, str]:
@@ -50,14 +164,31 @@ def measured_acceptance(result: SpeculativeResult | None) -> tuple[float | None,
     return best.acceptance_rate, "measured by the speculative experiment", best.draft
 
 
+def engine_acceptance(engine: EngineResult | None) -> tuple[float | None, str, str]:
+    """(acceptance per drafted token, its basis, the draft) of the engine's draft model,
+    where it ran with the plain server's greedy output."""
+    points = [
+        p for p in (engine.speculative if engine else [])
+        if p.method == "draft_model" and p.status == "ran" and p.acceptance_rate is not None
+        and p.output_matches is not False
+    ]  # fmt: skip
+    if engine is None or not points:
+        return None, "", ""
+    best = max(points, key=lambda p: p.speedup or 0.0)
+    basis = f"measured on {engine.name} {engine.version} (k={best.k})"
+    return best.acceptance_rate, basis, best.draft or "draft model"
+
+
 def search(
     facts: Facts,
     model: str,
     deployment: Hardware | None,
     speculative: SpeculativeResult | None = None,
+    engine: EngineResult | None = None,
+    quantization: QuantizationResult | None = None,
 ) -> Deployments | None:
     """The ranked deployments with their launch commands (None where not searchable)."""
-    sc = scenario(facts, deployment, speculative)
+    sc = scenario(facts, deployment, speculative, engine, quantization)
     if sc is None:
         return None
     found = deployments(sc, deployment.gpu_hourly_usd if deployment else None)

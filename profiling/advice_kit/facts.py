@@ -56,6 +56,7 @@ class Facts:
     # Whether some configuration of the user's GPUs meets the targets (the deployment
     # search's answer; None: not searched, or no target).
     meets_on_your_gpus: bool | None = None
+    measured_gpu: str | None = None  # the catalog key of the GPU a profile measured on
 
     @property
     def measured(self) -> bool:

@@ -214,6 +214,7 @@ class Deployments:
             "capacity": asdict(cap),
             "cost": cost(e, cap, self.price),
             "command": command,
+            "notes": list(e.notes),  # what was measured, the acceptance speculation assumes
         }
 
 

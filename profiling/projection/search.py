@@ -83,6 +83,7 @@ class Measured:
     tpot_p50_seconds: float
     tpot_p90_seconds: float
     throughput: float  # output tokens/s of the whole deployment
+    source: str = ""  # "measured on vllm 0.11.0 at concurrency 4, 24 requests"
 
 
 @dataclass
@@ -209,6 +210,7 @@ def serve(sc: Scenario, c: Configuration, concurrency: int | None = None) -> Eva
         e.basis, e.throughput = "measured", measured.throughput
         e.ttft_p90, e.tpot_p50 = measured.ttft_p90_seconds, measured.tpot_p50_seconds
         e.tpot_p90 = measured.tpot_p90_seconds
+        e.notes.append(measured.source or "measured")
     if w.ttft_ms or w.tpot_ms:
         e.meets = e.miss(w) <= 1.0
     if c.draft:
@@ -328,6 +330,8 @@ def shortlist(sc: Scenario, gpus: int, size: int = SHORTLIST) -> tuple[list[Eval
     chosen = [e.configuration for e in kept[:size]]
     if gpus == sc.gpu_count and sc.current not in chosen:
         chosen.append(sc.current)  # what they run now, to compare against
+    # What the job measured, served too: its figures replace the estimate's.
+    chosen += [c for c in sc.measured if c.gpus == gpus and c not in chosen]
     served = [e for e in (serve(sc, c) for c in chosen) if e.fits]
     return sorted(served, key=lambda e: rank_key(e, sc.workload)), len(tried)
 
