@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import DTYPE_BYTES, Shapes
-from profiling.projection.precision import weights_format
-from profiling.projection.step_time import StepModel
+from profiling.projection.precision import dequant, weights_format
+from profiling.projection.step_time import StepModel, allreduce_seconds
 
 DRAFT_LENGTHS = (1, 2, 3, 4, 5)
 
@@ -56,9 +56,8 @@ def speedup(step: StepModel, rows: int, context: float, acceptance: float, k: in
     """Plain decode's time per token over speculation's, at `rows` rows holding `context`
     tokens in all."""
     plain = step.seconds(rows, context)
-    per_row = context / rows
-    verify = step.seconds(0, 0, tuple((k + 1, round(per_row)) for _ in range(rows)))
-    spent = verify + k * draft_seconds(step, rows, context)
+    spent = verify_seconds(step, rows, k + 1, round(context / rows))
+    spent += k * draft_seconds(step, rows, context)
     return tokens_per_pass(acceptance, k) * plain / spent
 
 
@@ -82,11 +81,31 @@ class Speculating:
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         if not rows:
             return self.step.seconds(0, 0, chunks)
-        verify = tuple((self.k + 1, round(context / rows)) for _ in range(rows))
+        per_row = round(context / rows)
         drafts = self.k * draft_seconds(self.step, rows, context)
-        alone = self.step.seconds(0, 0, verify) + drafts
-        extra = self.step.seconds(0, 0, verify + chunks) + drafts - alone if chunks else 0.0
+        alone = verify_seconds(self.step, rows, self.k + 1, per_row) + drafts
+        if not chunks:
+            return alone / self.tokens_per_pass
+        extra = verify_seconds(self.step, rows, self.k + 1, per_row, chunks) + drafts - alone
         return alone / self.tokens_per_pass + max(0.0, extra)
+
+
+def verify_seconds(
+    step: StepModel, rows: int, tokens: int, offset: int, chunks: tuple[tuple[int, int], ...] = ()
+) -> float:
+    """`step.seconds(0, 0, verify + chunks)` where `verify` is `rows` equal chunks of
+    `tokens` after `offset` cached: its work summed once instead of chunk by chunk (the
+    simulated engine asks for it every step, with hundreds of rows). Mirrors
+    `StepModel.work`; a test holds the two equal."""
+    s = step.shapes
+    prompt = sum(t for t, _ in chunks)
+    flops = rows * s.chunk_flops(tokens, offset) + sum(s.chunk_flops(t, o) for t, o in chunks)
+    kv_moved = rows * (offset + tokens) + sum(o + t for t, o in chunks)
+    weights = s.weights_read(weights_format(step.dtype), rows * tokens + prompt)
+    bytes_ = weights * (1 + dequant(step.dtype)) + step.kv_token * kv_moved
+    n = step.devices
+    seconds = step.time_of(flops / n, bytes_ / n, True)
+    return seconds + allreduce_seconds(s, rows * tokens + prompt, n, step.gpu)
 
 
 def best_draft_length(step: StepModel, rows: int, context: float, acceptance: float) -> int:

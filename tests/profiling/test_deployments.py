@@ -11,10 +11,14 @@ from profiling.config import Hardware, Workload
 from profiling.measure import hardware
 from profiling.measure.hardware_prices import price
 from profiling.model.shapes import Shapes
+from profiling.options import WEIGHT_FORMATS
+from profiling.projection.calibration import assumed
 from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import Capacity, capacity, cost, deployments
 from profiling.projection.estimate import shipped_configs
 from profiling.projection.search import Scenario, serve
+from profiling.projection.speculation import verify_seconds
+from profiling.projection.step_time import StepModel
 
 H100 = hardware.lookup("H100")
 
@@ -163,3 +167,15 @@ def test_a_technique_whose_section_says_it_cannot_meet_the_target_ranks_after_on
     more = _rec("parallel", 2.0, 4.0, meets_targets=True, more_hardware=True)
     ranked = rank([split, more, quant], "generation", w)
     assert [r.technique for r in ranked] == ["quantization", "disaggregation", "parallel"]
+
+
+@pytest.mark.parametrize("model", ["llama-3.1-8b", "mixtral-8x7b"])
+@pytest.mark.parametrize("weights", ["auto", "int4"])
+def test_the_verify_pass_summed_at_once_is_the_step_model_chunk_by_chunk(model, weights) -> None:
+    shapes = Shapes.from_config(shipped_configs()[model])
+    precision = WEIGHT_FORMATS[weights] or "bfloat16"
+    step = StepModel(shapes, assumed(H100, precision, shapes.num_layers), precision, "", 2, H100)
+    for rows, chunks in [(1, ()), (64, ()), (256, ((512, 0), (300, 1024)))]:
+        verify = tuple((3, 1700) for _ in range(rows))
+        expected = step.seconds(0, 0, verify + chunks)
+        assert verify_seconds(step, rows, 3, 1700, chunks) == pytest.approx(expected, rel=1e-12)
