@@ -9,6 +9,7 @@ its technique's section saying it cannot); measured before estimated; then the g
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from profiling.advice_kit.advice_results import MEASURED, Recommendation
@@ -54,35 +55,50 @@ def scenario(
     if acceptance is None and facts.spec_acceptance is not None:
         acceptance, basis, draft = facts.spec_acceptance, "given", "draft head"
     dtype = facts.dtype if facts.dtype in ("bfloat16", "float16") else "bfloat16"
+    hit_rate, hit_basis = prefix_hits(facts, engine)
     return Scenario(facts.shapes, facts.gpu, count, dtype, facts.workload, current,
                     acceptance, basis, draft or "draft head", quality(engine, quantization),
-                    measured(facts, engine))  # fmt: skip
+                    measured(facts, engine), hit_rate, hit_basis)  # fmt: skip
+
+
+def prefix_hits(facts: Facts, engine: EngineResult | None) -> tuple[float | None, str]:
+    """The prefix cache's hit rate the engine measured on the user's prompts (their
+    length and shared prefix), with its basis."""
+    run = engine.prefix_caching if engine else None
+    w = facts.workload
+    if run is None or engine is None:
+        return None, ""
+    if (run.prompt_tokens, run.shared_prefix_tokens) != (w.prompt_tokens, w.shared_prefix_tokens):
+        return None, ""
+    return run.hit_rate, f"{run.hit_rate:.0%} measured on {engine.name} {engine.version}"
 
 
 def measured(facts: Facts, engine: EngineResult | None) -> dict[Configuration, Measured]:
     """The configurations the engine served at the user's workload, on GPUs of the
     deployment's kind: its reference server (one GPU, the model's own weights), each
-    quantization it ran, and its tensor-parallel split. None of them where the load is
-    open-loop (the engine's sweep is closed-loop) or the GPU is another kind."""
+    quantization it ran, its draft model, and its tensor-parallel split. None of them
+    where the load is open-loop (the engine's sweep is closed-loop) or the GPU is
+    another kind."""
     w = facts.workload
     if engine is None or facts.gpu is None or facts.measured_gpu != facts.gpu.key:
         return {}
     if w.request_rate:
         return {}
-    gpu = facts.gpu.key
-    runs: list[tuple[Configuration, list[ServingPoint]]] = [(Configuration(gpu), engine.serving)]
+    # The engine's servers run with its default, prefix caching on: with a shared prefix
+    # that is the searched configuration with prefix caching (the search has none without).
+    at = partial(Configuration, facts.gpu.key, prefix_caching=bool(w.shared_prefix_tokens))
+    runs: list[tuple[Configuration, list[ServingPoint]]] = [(at(), engine.serving)]
     for q in engine.quantization:
         key = ENGINE_FORMATS.get(q.method)
         if key is not None and q.status == "ran":
-            c = (
-                Configuration(gpu, kv_cache="fp8")
-                if key == "kv_fp8"
-                else Configuration(gpu, weights=key)
-            )
+            c = at(kv_cache="fp8") if key == "kv_fp8" else at(weights=key)
             runs.append((c, q.points))
+    for p in engine.speculative:
+        if p.method == "draft_model" and p.status == "ran" and p.output_matches is not False:
+            runs.append((at(draft=p.draft or "draft model", draft_tokens=p.k), p.points))
     split = engine.tensor_parallel
     if split is not None and split.status == "ran" and split.size > 1:
-        runs.append((Configuration(gpu, tp=split.size), split.points))
+        runs.append((at(tp=split.size), split.points))
     out: dict[Configuration, Measured] = {}
     for c, points in runs:
         point = _point(points, w)

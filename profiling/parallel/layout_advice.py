@@ -100,7 +100,9 @@ def _more_gpus(facts: Facts, found: list[Layout], rates, dtype: str) -> list[Out
         extra = facts.meets_on_your_gpus is True
         setting = f"{pick.name} on {more}× {gpu.label}"
         alone = (f"which no configuration of your {_gpus(count)} does (every layout, weight "
-                 "and KV-cache precision searched)" if facts.meets_on_your_gpus is False
+                 "and KV-cache precision, speculation where an acceptance is known and "
+                 "prefix caching where prompts share one, searched)"
+                 if facts.meets_on_your_gpus is False
                  else f"which no layout of your {_gpus(count)} does in {dtype}")  # fmt: skip
         return [Recommendation(
             technique="parallel",

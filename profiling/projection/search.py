@@ -73,6 +73,10 @@ class Scenario:
     draft: str = DRAFT
     quality: dict[str, str] = field(default_factory=dict, hash=False)  # measured caveats
     measured: dict[Configuration, Measured] = field(default_factory=dict, hash=False)
+    # Prompt tokens served from the prefix cache / prompt tokens, as the job measured it at
+    # the user's prompts; None: every request's shared prefix is taken as cached.
+    prefix_hit_rate: float | None = None
+    prefix_basis: str = ""
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,7 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
     if rates is None:
         return None
     per_copy = math.ceil((concurrency or w.concurrency) / c.replicas)
-    cached = max(0, min(w.shared_prefix_tokens, w.prompt_tokens - 1)) if c.prefix_caching else 0
+    cached = cached_tokens(sc) if c.prefix_caching else 0
     if c.ep > 1:
         base = StepModel(s, rates, precision, kv, 1, gpu)
         step: object = ExpertParallel(base, c.ep)
@@ -173,6 +177,15 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
     if capacity is None or kv_tokens < need:
         return None
     return Engine(step, kv_tokens, engines, users, cached)
+
+
+def cached_tokens(sc: Scenario) -> int:
+    """Prompt tokens of each request the prefix cache serves: the measured hit rate's
+    share of the prompt, else the whole shared prefix (never the whole prompt)."""
+    w = sc.workload
+    hits = w.shared_prefix_tokens if sc.prefix_hit_rate is None else round(
+        sc.prefix_hit_rate * w.prompt_tokens)  # fmt: skip
+    return max(0, min(hits, w.prompt_tokens - 1))
 
 
 def screen(sc: Scenario, c: Configuration) -> Evaluated:
@@ -215,6 +228,11 @@ def serve(sc: Scenario, c: Configuration, concurrency: int | None = None) -> Eva
         e.meets = e.miss(w) <= 1.0
     if c.draft:
         e.notes.append(f"acceptance {sc.acceptance:.2f} per drafted token ({sc.acceptance_basis})")
+    if c.prefix_caching:
+        share = found.cached / w.prompt_tokens
+        e.notes.append(f"{share:.0%} of each prompt from the prefix cache ("
+                       + (f"hit rate {sc.prefix_basis})" if sc.prefix_hit_rate is not None
+                          else "its shared prefix, assumed always cached)"))  # fmt: skip
     return e
 
 

@@ -17,7 +17,7 @@ from profiling.advice.deployments import scenario
 from profiling.engine.results import EngineQuantization
 from profiling.measure import hardware
 from profiling.profile import Profile
-from profiling.projection.search import configurations
+from profiling.projection.search import cached_tokens, configurations
 from tests.profiling.advice_scenarios import add_experiment, quant_variant, quantization_result
 
 STORED = json.loads(
@@ -44,13 +44,13 @@ def test_the_engines_reference_run_is_the_one_gpu_rows_figures(data):
     profile = Profile.from_dict(data)
     w = profile.config.workload
     [point] = [p for p in profile.engine.serving if p.concurrency == w.concurrency]
-    row = rows(profile)["TP=1"]
+    row = rows(profile)["TP=1, prefix caching"]
     assert row["basis"] == "measured"
     assert row["tpot_p90_seconds"] == pytest.approx(point.tpot_ms.p90 / 1e3)
     assert row["ttft_p90_seconds"] == pytest.approx(point.ttft_ms.p90 / 1e3)
     assert row["throughput_tokens_per_second"] == point.output_tokens_per_s
     assert any("measured on vllm" in n for n in row["notes"])
-    others = [r for name, r in rows(profile).items() if name != "TP=1"]
+    others = [r for name, r in rows(profile).items() if r["basis"] == "estimated"]
     assert others and all(r["basis"] == "estimated" for r in others)
 
 
@@ -72,7 +72,7 @@ def test_a_quantization_the_engine_ran_is_measured_with_its_quality(data):
         EngineQuantization("fp8", "ran", points=slower, perplexity=12.6,
                            reference_perplexity=12.0, greedy_agreement=0.9)
     ]  # fmt: skip
-    row = rows(profile)["TP=1, fp8 weights"]
+    row = rows(profile)["TP=1, fp8 weights, prefix caching"]
     w = profile.config.workload
     [point] = [p for p in slower if p.concurrency == w.concurrency]
     assert row["basis"] == "measured"
@@ -122,3 +122,26 @@ def test_the_engines_draft_acceptance_is_what_speculation_is_searched_with(data)
     sc = scenario(facts, profile.config.hardware, None, profile.engine)
     assert sc is not None and sc.acceptance is None
     assert not any(c.draft for c in configurations(sc, 1))
+
+
+def test_the_engines_draft_model_run_is_its_rows_figures_named_by_its_folder(data):
+    profile = Profile.from_dict(data)
+    [draft] = [p for p in profile.engine.speculative if p.method == "draft_model"]
+    name = f"TP=1, draft {Path(draft.draft).name} k={draft.k}, prefix caching"
+    row = rows(profile)[name]
+    [point] = [p for p in draft.points if p.concurrency == profile.config.workload.concurrency]
+    assert row["basis"] == "measured" and row["configuration"]["draft"] == draft.draft
+    assert row["tpot_p90_seconds"] == pytest.approx(point.tpot_ms.p90 / 1e3)
+
+
+def test_the_measured_prefix_hit_rate_sets_the_cached_tokens_of_the_user_prompts_only(data):
+    profile = Profile.from_dict(data)
+    facts = facts_of(profile, profile.model.shapes)
+    w, run = profile.config.workload, profile.engine.prefix_caching
+    sc = scenario(facts, profile.config.hardware, None, profile.engine)
+    assert sc is not None and sc.prefix_hit_rate == run.hit_rate
+    assert cached_tokens(sc) == round(run.hit_rate * w.prompt_tokens) != w.shared_prefix_tokens
+    run.shared_prefix_tokens = 128  # measured on other prompts: the shared prefix stands
+    sc = scenario(facts, profile.config.hardware, None, profile.engine)
+    assert sc is not None and sc.prefix_hit_rate is None
+    assert cached_tokens(sc) == w.shared_prefix_tokens
