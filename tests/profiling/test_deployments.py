@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from profiling.advice.build import estimate_report, rank
+from profiling.advice.deployments import meets
 from profiling.advice_kit.advice_results import ESTIMATED, Change, ExpectedEffect, Recommendation
 from profiling.config import Hardware, Workload
 from profiling.measure import hardware
@@ -78,6 +79,17 @@ def test_the_first_action_meets_the_target_on_the_users_gpus(name: str) -> None:
     assert expected(first.configuration), f"{first.configuration.name}: expected because {why}"
     # Every configuration ranked above it would have to meet too, with no more changes.
     assert all(e.meets for e in found.ranked[: found.pick])
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_the_advices_first_recommendation_meets_the_target_without_more_gpus(name: str) -> None:
+    model, gpus, w, _, why = SCENARIOS[name]
+    shapes = Shapes.from_config(shipped_configs()[model])
+    advice, _ = estimate_report(shapes, H100, gpus, "bfloat16", w,
+                                deployment=Hardware(gpu_kind=H100.key, gpu_count=gpus))  # fmt: skip
+    first = advice.first
+    assert first is not None and not first.more_hardware, why
+    assert meets(first, w) is True, f"{first.setting}: {first.expected_effect.text}"
 
 
 def test_the_issues_example_puts_a_change_to_the_one_gpu_before_more_gpus() -> None:
