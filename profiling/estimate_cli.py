@@ -149,6 +149,11 @@ def render_deployments(found: dict[str, Any] | None) -> list[str]:
     return lines + [f"   {note}" for note in found["notes"]]
 
 
+def _needs(cost: dict[str, Any]) -> str:
+    hours = cost.get("gpu_hours_per_day_at_capacity")
+    return f" ({hours:.3g} at capacity for your traffic)" if hours else ""
+
+
 def _deployment_details(row: dict[str, Any], asked: int) -> list[str]:
     out = []
     if row["capacity"]["users"] is not None:
@@ -161,9 +166,9 @@ def _deployment_details(row: dict[str, Any], asked: int) -> list[str]:
         at_cap = cost["usd_per_million_at_capacity"]
         out.append(f"      ${cost['usd_per_million_output_tokens']:.3g} per million output tokens "
                    f"at your load" + (f", ${at_cap:.3g} at capacity" if at_cap else "")
-                   + f"; {cost['gpu_hours_per_day']:g} GPU-hours a day")  # fmt: skip
+                   + f"; {cost['gpu_hours_per_day']:g} GPU-hours a day" + _needs(cost))  # fmt: skip
     else:
-        out.append(f"      no price; {cost['gpu_hours_per_day']:g} GPU-hours a day")
+        out.append(f"      no price; {cost['gpu_hours_per_day']:g} GPU-hours a day{_needs(cost)}")
     if row["quality_risk"]:
         out.append(f"      quality: {row['quality_risk']}")
     if row["command"] and row["command"].get("text"):

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from profiling.config import Workload
 from profiling.measure.hardware_prices import Price, price
 from profiling.projection.search import Evaluated, Scenario, engine, search, serve
 
@@ -129,14 +130,23 @@ def bound(sc: Scenario, e: Evaluated) -> int:
     return low
 
 
-def cost(e: Evaluated, cap: Capacity, hourly: Price | None) -> dict[str, float | None]:
-    """$ per million output tokens at the user's load and at capacity, and GPU-hours a day."""
+def cost(
+    e: Evaluated, cap: Capacity, hourly: Price | None, w: Workload | None = None
+) -> dict[str, float | None]:
+    """$ per million output tokens at the user's load and at capacity; the GPU-hours a day
+    the deployment holds, and those its traffic needs where it runs at capacity (their
+    request rate's output tokens, else what their users are served, over the goodput
+    there: below the held hours, the headroom; above them, more copies)."""
     gpus = e.configuration.gpus
     out: dict[str, float | None] = {
         "usd_per_million_output_tokens": None,
         "usd_per_million_at_capacity": None,
         "gpu_hours_per_day": 24.0 * gpus,
+        "gpu_hours_per_day_at_capacity": None,
     }
+    traffic = w.request_rate * w.output_tokens if w and w.request_rate else e.throughput
+    if cap.goodput_tokens_per_second and traffic > 0:
+        out["gpu_hours_per_day_at_capacity"] = 24.0 * gpus * traffic / cap.goodput_tokens_per_second
     if hourly is None:
         return out
     per_second = hourly.usd_per_hour * gpus / 3600
@@ -212,7 +222,7 @@ class Deployments:
             "ttft_p90_seconds": e.ttft_p90 if served else None,
             "tpot_p90_seconds": e.tpot_p90 if served else None,
             "capacity": asdict(cap),
-            "cost": cost(e, cap, self.price),
+            "cost": cost(e, cap, self.price, self.scenario.workload),
             "command": command,
             "notes": list(e.notes),  # what was measured, the acceptance speculation assumes
         }

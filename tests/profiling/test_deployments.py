@@ -157,6 +157,13 @@ def test_cost_follows_the_price_table_and_the_given_price() -> None:
     )
     assert out["usd_per_million_at_capacity"] == pytest.approx(per_second / 2000.0 * 1e6)
     assert out["gpu_hours_per_day"] == 24.0
+    # Their users' throughput over the goodput at capacity: the hours their traffic needs.
+    assert out["gpu_hours_per_day_at_capacity"] == pytest.approx(24.0 * first.throughput / 2000.0)
+    rate = Workload(concurrency=4, request_rate=2.0, output_tokens=128, tpot_ms=12)
+    assert cost(first, cap, table, rate)["gpu_hours_per_day_at_capacity"] == pytest.approx(
+        24.0 * 2.0 * 128 / 2000.0
+    )
+    assert cost(first, Capacity(), table)["gpu_hours_per_day_at_capacity"] is None
     given = price(H100.key, 1.5)
     assert given is not None and given.usd_per_hour == 1.5
     assert price("L4") is None  # no price found for it: its cost says so
