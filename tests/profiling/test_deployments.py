@@ -143,6 +143,21 @@ def test_capacity_is_the_last_user_count_meeting_the_targets_in_the_simulation()
     )
 
 
+def test_capacity_never_falls_as_the_target_loosens_or_the_gpus_grow() -> None:
+    c = Configuration(H100.key, weights="fp8")
+    users = []
+    for tpot in (8, 12, 20, 40):
+        sc = scenario("llama-3.1-8b", 1, Workload(concurrency=4, tpot_ms=tpot))
+        users.append(capacity(sc, serve(sc, c)).users or 0)
+    assert users == sorted(users) and users[-1] > users[0]
+    w = Workload(concurrency=8, tpot_ms=8)  # both capacities below the search's span (16×)
+    one = capacity(scenario("llama-3.1-8b", 1, w), serve(scenario("llama-3.1-8b", 1, w), c))
+    two_sc = scenario("llama-3.1-8b", 2, w)
+    two = capacity(two_sc, serve(two_sc, Configuration(H100.key, replicas=2, weights="fp8")))
+    assert one.users is not None and two.users is not None and not two.at_least
+    assert two.users >= 2 * one.users - 1  # two copies: twice the users, to rounding
+
+
 def test_cost_follows_the_price_table_and_the_given_price() -> None:
     sc = scenario("llama-3.1-8b", 1, Workload(concurrency=4, tpot_ms=12))
     first = deployments(sc).first
