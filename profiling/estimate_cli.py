@@ -145,7 +145,7 @@ def render_deployments(found: dict[str, Any] | None) -> list[str]:
             f"{row['ttft_p90_seconds'] * 1e3:.3g} ms, {row['throughput_tokens_per_second']:,.0f} "
             f"tok/s ({row['per_gpu_tokens_per_second']:,.0f} per GPU)"
         )
-        lines += _deployment_details(row, found["concurrency"])
+        lines += _deployment_details(row)
     return lines + [f"   {note}" for note in found["notes"]]
 
 
@@ -154,12 +154,11 @@ def _needs(cost: dict[str, Any]) -> str:
     return f" ({hours:.3g} at capacity for your traffic)" if hours else ""
 
 
-def _deployment_details(row: dict[str, Any], asked: int) -> list[str]:
+def _deployment_details(row: dict[str, Any]) -> list[str]:
     out = []
     if row["capacity"]["users"] is not None:
         cap = row["capacity"]
-        upto = "at least" if cap.get("at_least") else "up to"
-        out.append(f"      meets your targets {upto} {cap['users']} users; you asked for {asked} "
+        out.append(f"      {row['headroom']} "
                    f"({cap['goodput_tokens_per_second']:,.0f} tok/s goodput there)")  # fmt: skip
     cost = row["cost"]
     if cost["usd_per_million_output_tokens"] is not None:
@@ -171,6 +170,7 @@ def _deployment_details(row: dict[str, Any], asked: int) -> list[str]:
         out.append(f"      no price; {cost['gpu_hours_per_day']:g} GPU-hours a day{_needs(cost)}")
     if row["quality_risk"]:
         out.append(f"      quality: {row['quality_risk']}")
+    out += [f"      {note}" for note in row.get("notes", [])]
     if row["command"] and row["command"].get("text"):
         out.append(f"      $ {row['command']['text']}")
     elif row["command"] and row["command"].get("unavailable"):

@@ -222,6 +222,7 @@ class Deployments:
             "ttft_p90_seconds": e.ttft_p90 if served else None,
             "tpot_p90_seconds": e.tpot_p90 if served else None,
             "capacity": asdict(cap),
+            "headroom": self.headroom(index),  # "meets your targets up to 37 users; ..."
             "cost": cost(e, cap, self.price, self.scenario.workload),
             "command": command,
             "notes": list(e.notes),  # what was measured, the acceptance speculation assumes
