@@ -138,9 +138,9 @@ def test_capacity_is_the_last_user_count_meeting_the_targets_in_the_simulation()
     assert not serve(sc, first.configuration, cap.users + 1).meets
     below = [serve(sc, first.configuration, n).meets for n in (1, cap.users // 2, cap.users)]
     assert all(below)  # monotone below the boundary
-    assert (
-        found.headroom(found.pick) == f"meets your targets up to {cap.users} users; you asked for 4"
-    )
+    text = f"meets your targets up to {cap.users} users; you asked for 4"
+    assert found.headroom(found.pick) == text
+    assert found.to_dict()["configurations"][found.pick]["headroom"] == text
 
 
 def test_capacity_never_falls_as_the_target_loosens_or_the_gpus_grow() -> None:
