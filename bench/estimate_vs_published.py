@@ -49,13 +49,14 @@ engine-specific: the estimate has one efficiency table, whatever engine a row
 stands for. KV cache: fp8 where the row says so, else the weights' default of
 `profiling.precision.kv_format`.
 
-Compared: TTFT (the simulation's p50 against the row's statistic, usually a mean),
-ITL or TPOT (the simulation's ITL p50 for a row giving ITL, TPOT p50 for one giving
-TPOT) and output tokens per second (the whole deployment, or per GPU where the
-row's scope is per_gpu). Rows over a dataset of variable lengths (ShareGPT,
-OpenOrca, averages computed from totals) compare throughput only: the simulation
-serves one fixed length. Error: |predicted / published − 1|; its median and worst
-per metric, over all comparable rows, per family, per engine and per mode. Rows whose
+Compared: TTFT (the simulation's mean where the row gives a mean, else its p50),
+ITL or TPOT (the simulation's ITL for a row giving ITL, TPOT for one giving TPOT,
+the mean or the p50 as the row's statistic) and output tokens per second (the whole
+deployment, or per GPU where the row's scope is per_gpu). Rows over a dataset of
+variable lengths (ShareGPT, OpenOrca, averages computed from totals) compare
+throughput only: the simulation serves one fixed length. Error: |predicted /
+published − 1|; its median and worst per metric, over all comparable rows, per
+family, per engine and per mode. Rows whose
 notes call their figure inferred, unverified, presumed, approximate, preliminary
 (or the like) are weak evidence: reported apart, never in the headline figures.
 
@@ -386,12 +387,21 @@ def express(
         itl_kind = "tpot" if "tpot" in (row.get("itl_stat") or "").lower() else "itl"
         per_gpu = row.get("throughput_scope") == "per_gpu"
         throughput = projection.decode_tokens_per_second
+        # The statistic the row publishes: its mean where it says so, else the median.
+        ttft_mean = "mean" in (row.get("ttft_stat") or "").lower()
+        itl_mean = "mean" in (row.get("itl_stat") or "").lower()
+        itl = {("tpot", False): served.tpot.p50, ("tpot", True): served.tpot_mean,
+               ("itl", False): served.itl.p50, ("itl", True): served.itl_mean}  # fmt: skip
         predicted = {
-            "ttft": served.ttft.p50 * 1e3,
-            "itl_tpot": (served.tpot.p50 if itl_kind == "tpot" else served.itl.p50) * 1e3,
+            "ttft": (served.ttft_mean if ttft_mean else served.ttft.p50) * 1e3,
+            "itl_tpot": itl[itl_kind, itl_mean] * 1e3,
             "throughput": throughput / (row["gpu_count"] if per_gpu else 1),
         }
-        stats = {"ttft": "p50", "itl_tpot": f"{itl_kind.upper()} p50", "throughput": "run"}
+        stats = {
+            "ttft": "mean" if ttft_mean else "p50",
+            "itl_tpot": f"{itl_kind.upper()} {'mean' if itl_mean else 'p50'}",
+            "throughput": "run",
+        }
         p90 = {
             "ttft": served.ttft.p90 * 1e3,
             "itl_tpot": (served.tpot.p90 if itl_kind == "tpot" else served.itl.p90) * 1e3,
