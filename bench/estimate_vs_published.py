@@ -46,8 +46,8 @@ Engine limits: the simulator's scheduler defaults are vLLM's (`MAX_SEQS` sequenc
 limit (e.g. `--max-num-seqs 32`, "Max. Seqs = 3200", a static batch size) that
 figure, parsed from the row's own notes, replaces `MAX_SEQS`. Nothing else is
 engine-specific: the estimate has one efficiency table, whatever engine a row
-stands for. KV cache: fp8 where the row says so, else the weights' default of
-`profiling.precision.kv_format`.
+stands for. KV cache: fp8 where the row says so or its checkpoint declares it
+(`CHECKPOINT_FP8_KV`), else the weights' default of `profiling.precision.kv_format`.
 
 Compared: TTFT (the simulation's mean where the row gives a mean, else its p50),
 ITL or TPOT (the simulation's ITL for a row giving ITL, TPOT for one giving TPOT,
@@ -211,9 +211,34 @@ def weights_precision(row: dict[str, Any]) -> str | None:
     return None
 
 
+# A row that leaves its KV cache's format unstated runs the one its checkpoint declares
+# (hf_quant_config.json's kv_cache_quant_algo): TensorRT-LLM and vLLM take it from the
+# checkpoint unless told otherwise (TensorRT-LLM lets one enable FP8 KV "even for
+# checkpoints that do not have it enabled by default": nvidia.github.io/TensorRT-LLM/
+# 1.0.0/features/quantization.html). The ModelOpt checkpoints known to declare FP8 KV,
+# with where that is said; nvidia/Llama-3.1-405B-Instruct-FP8 is not among them (its
+# card: "Only the weights and activations of the linear operators within transformers
+# blocks are quantized").
+CHECKPOINT_FP8_KV = {
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "github.com/sgl-project/sglang/pull/3223: "
+    "'nvidia/Llama-3.1-8B-Instruct-FP8 will be updated with FP8 kv cache enabled'",
+    "nvidia/Llama-3.3-70B-Instruct-FP8": "vLLM resolves its hf_quant_config.json's "
+    "KV cache to fp8_e4m3 (kv_cache_dtype auto)",
+}
+
+
 def kv_precision(row: dict[str, Any]) -> str:
-    fp8 = (row.get("kv_precision") or "").lower().startswith("fp8")
+    stated = (row.get("kv_precision") or "").lower()
+    fp8 = stated.startswith("fp8") or (not stated and row.get("hf_id") in CHECKPOINT_FP8_KV)
     return KV_CACHE_FORMATS["fp8" if fp8 else "auto"]
+
+
+def kv_read_from(row: dict[str, Any]) -> str:
+    if row.get("kv_precision"):
+        return "as published"
+    if row.get("hf_id") in CHECKPOINT_FP8_KV:
+        return f"the checkpoint's kv_cache_quant_algo (FP8; {CHECKPOINT_FP8_KV[row['hf_id']]})"
+    return "not published: the weights' default"
 
 
 def stated(patterns: tuple[re.Pattern[str], ...], text: str) -> tuple[int, str] | None:
@@ -354,6 +379,7 @@ def express(
             requests, requests_from = found[0], f"notes: '{found[1]}'"
     out["setup"] = {
         "config": name, "gpu": gpu.key, "dtype": dtype, "kv_dtype": kv or "default",
+        "kv_from": kv_read_from(row),
         "tp": tp, "replicas": replicas, "layout": how, "input_tokens": isl,
         "output_tokens": osl, "engine_limits": engine.note(), "max_seqs": engine.max_seqs,
         "max_seqs_from": seqs_from, "max_batched_tokens": engine.max_batched_tokens,
