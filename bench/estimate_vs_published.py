@@ -46,16 +46,17 @@ Engine limits: the simulator's scheduler defaults are vLLM's (`MAX_SEQS` sequenc
 limit (e.g. `--max-num-seqs 32`, "Max. Seqs = 3200", a static batch size) that
 figure, parsed from the row's own notes, replaces `MAX_SEQS`. Nothing else is
 engine-specific: the estimate has one efficiency table, whatever engine a row
-stands for. KV cache: fp8 where the row says so, else the weights' default of
-`profiling.precision.kv_format`.
+stands for. KV cache: fp8 where the row says so or its checkpoint declares it
+(`CHECKPOINT_FP8_KV`), else the weights' default of `profiling.precision.kv_format`.
 
-Compared: TTFT (the simulation's p50 against the row's statistic, usually a mean),
-ITL or TPOT (the simulation's ITL p50 for a row giving ITL, TPOT p50 for one giving
-TPOT) and output tokens per second (the whole deployment, or per GPU where the
-row's scope is per_gpu). Rows over a dataset of variable lengths (ShareGPT,
-OpenOrca, averages computed from totals) compare throughput only: the simulation
-serves one fixed length. Error: |predicted / published − 1|; its median and worst
-per metric, over all comparable rows, per family, per engine and per mode. Rows whose
+Compared: TTFT (the simulation's mean where the row gives a mean, else its p50),
+ITL or TPOT (the simulation's ITL for a row giving ITL, TPOT for one giving TPOT,
+the mean or the p50 as the row's statistic) and output tokens per second (the whole
+deployment, or per GPU where the row's scope is per_gpu). Rows over a dataset of
+variable lengths (ShareGPT, OpenOrca, averages computed from totals) compare
+throughput only: the simulation serves one fixed length. Error: |predicted /
+published − 1|; its median and worst per metric, over all comparable rows, per
+family, per engine and per mode. Rows whose
 notes call their figure inferred, unverified, presumed, approximate, preliminary
 (or the like) are weak evidence: reported apart, never in the headline figures.
 
@@ -210,9 +211,34 @@ def weights_precision(row: dict[str, Any]) -> str | None:
     return None
 
 
+# A row that leaves its KV cache's format unstated runs the one its checkpoint declares
+# (hf_quant_config.json's kv_cache_quant_algo): TensorRT-LLM and vLLM take it from the
+# checkpoint unless told otherwise (TensorRT-LLM lets one enable FP8 KV "even for
+# checkpoints that do not have it enabled by default": nvidia.github.io/TensorRT-LLM/
+# 1.0.0/features/quantization.html). The ModelOpt checkpoints known to declare FP8 KV,
+# with where that is said; nvidia/Llama-3.1-405B-Instruct-FP8 is not among them (its
+# card: "Only the weights and activations of the linear operators within transformers
+# blocks are quantized").
+CHECKPOINT_FP8_KV = {
+    "nvidia/Llama-3.1-8B-Instruct-FP8": "github.com/sgl-project/sglang/pull/3223: "
+    "'nvidia/Llama-3.1-8B-Instruct-FP8 will be updated with FP8 kv cache enabled'",
+    "nvidia/Llama-3.3-70B-Instruct-FP8": "vLLM resolves its hf_quant_config.json's "
+    "KV cache to fp8_e4m3 (kv_cache_dtype auto)",
+}
+
+
 def kv_precision(row: dict[str, Any]) -> str:
-    fp8 = (row.get("kv_precision") or "").lower().startswith("fp8")
+    stated = (row.get("kv_precision") or "").lower()
+    fp8 = stated.startswith("fp8") or (not stated and row.get("hf_id") in CHECKPOINT_FP8_KV)
     return KV_CACHE_FORMATS["fp8" if fp8 else "auto"]
+
+
+def kv_read_from(row: dict[str, Any]) -> str:
+    if row.get("kv_precision"):
+        return "as published"
+    if row.get("hf_id") in CHECKPOINT_FP8_KV:
+        return f"the checkpoint's kv_cache_quant_algo (FP8; {CHECKPOINT_FP8_KV[row['hf_id']]})"
+    return "not published: the weights' default"
 
 
 def stated(patterns: tuple[re.Pattern[str], ...], text: str) -> tuple[int, str] | None:
@@ -353,6 +379,7 @@ def express(
             requests, requests_from = found[0], f"notes: '{found[1]}'"
     out["setup"] = {
         "config": name, "gpu": gpu.key, "dtype": dtype, "kv_dtype": kv or "default",
+        "kv_from": kv_read_from(row),
         "tp": tp, "replicas": replicas, "layout": how, "input_tokens": isl,
         "output_tokens": osl, "engine_limits": engine.note(), "max_seqs": engine.max_seqs,
         "max_seqs_from": seqs_from, "max_batched_tokens": engine.max_batched_tokens,
@@ -386,12 +413,21 @@ def express(
         itl_kind = "tpot" if "tpot" in (row.get("itl_stat") or "").lower() else "itl"
         per_gpu = row.get("throughput_scope") == "per_gpu"
         throughput = projection.decode_tokens_per_second
+        # The statistic the row publishes: its mean where it says so, else the median.
+        ttft_mean = "mean" in (row.get("ttft_stat") or "").lower()
+        itl_mean = "mean" in (row.get("itl_stat") or "").lower()
+        itl = {("tpot", False): served.tpot.p50, ("tpot", True): served.tpot_mean,
+               ("itl", False): served.itl.p50, ("itl", True): served.itl_mean}  # fmt: skip
         predicted = {
-            "ttft": served.ttft.p50 * 1e3,
-            "itl_tpot": (served.tpot.p50 if itl_kind == "tpot" else served.itl.p50) * 1e3,
+            "ttft": (served.ttft_mean if ttft_mean else served.ttft.p50) * 1e3,
+            "itl_tpot": itl[itl_kind, itl_mean] * 1e3,
             "throughput": throughput / (row["gpu_count"] if per_gpu else 1),
         }
-        stats = {"ttft": "p50", "itl_tpot": f"{itl_kind.upper()} p50", "throughput": "run"}
+        stats = {
+            "ttft": "mean" if ttft_mean else "p50",
+            "itl_tpot": f"{itl_kind.upper()} {'mean' if itl_mean else 'p50'}",
+            "throughput": "run",
+        }
         p90 = {
             "ttft": served.ttft.p90 * 1e3,
             "itl_tpot": (served.tpot.p90 if itl_kind == "tpot" else served.itl.p90) * 1e3,

@@ -108,6 +108,9 @@ class Served:
     steps: int
     max_batched_tokens: int = MAX_BATCHED_TOKENS
     notes: list[str] = field(default_factory=list)
+    ttft_mean: float = 0.0  # means beside the percentiles (seconds), as clients print them
+    tpot_mean: float = 0.0
+    itl_mean: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)
@@ -388,4 +391,9 @@ def _measure(
         steps=steps,
         max_batched_tokens=budget,
         notes=notes,
+        ttft_mean=sum(ttfts) / n,
+        tpot_mean=sum(tpots) / n,
+        itl_mean=sum(g * w for g, w in zip(gaps, gap_weights, strict=True)) / sum(gap_weights)
+        if gap_weights
+        else 0.0,
     )

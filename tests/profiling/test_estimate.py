@@ -11,10 +11,14 @@ from profiling.measure import hardware
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.projection.calibration import (
+    ASSUMED_BANDWIDTH_EFFICIENCY,
+    ASSUMED_COMPUTE_EFFICIENCY,
     ASSUMED_LAYER_SECONDS,
     ASSUMED_PASS_SECONDS,
     CALIBRATED,
     ESTIMATED,
+    REFERENCE_COMPUTE_SHARE,
+    SUSTAINED_COMPUTE_SHARE,
     Calibration,
     PhaseRate,
     assumed,
@@ -99,6 +103,27 @@ def test_assumed_rates_are_marked_as_an_estimate() -> None:
     assert rates.basis == ESTIMATED and "assumed" in rates.note
     assert rates.decode.bytes_per_second < h100.memory_bandwidth_bytes_per_second
     assert rates.prefill.flops_per_second < h100.bf16_flops_per_second
+
+
+def test_a_gpu_with_a_published_sustained_compute_share_gets_it_and_says_so() -> None:
+    # MI300X sustains about half of what NVIDIA's parts do of their peaks: its assumed
+    # compute rate is scaled down, its bandwidth (near the others' share) is not.
+    mi300x = hardware.lookup("MI300X")
+    rates = assumed(mi300x, "bfloat16")
+    share = SUSTAINED_COMPUTE_SHARE["MI300X"] / REFERENCE_COMPUTE_SHARE
+    peak = mi300x.bf16_flops_per_second
+    assert rates.prefill.flops_per_second == pytest.approx(
+        peak * ASSUMED_COMPUTE_EFFICIENCY * share
+    )
+    assert rates.decode.bytes_per_second == pytest.approx(
+        mi300x.memory_bandwidth_bytes_per_second * ASSUMED_BANDWIDTH_EFFICIENCY
+    )
+    assert "sustained" in rates.note
+    h100 = assumed(hardware.lookup("H100"), "bfloat16")
+    assert h100.prefill.flops_per_second == pytest.approx(
+        hardware.lookup("H100").bf16_flops_per_second * ASSUMED_COMPUTE_EFFICIENCY
+    )
+    assert "sustained" not in h100.note
 
 
 def test_projection_of_llama_8b_on_h100_is_memory_bound_decode_and_splits_over_gpus() -> None:

@@ -71,6 +71,19 @@ def test_users_beyond_the_kv_cache_wait_in_the_queue():
     assert served.ttft.p50 > 3 * unlimited.ttft.p50
 
 
+def test_the_means_are_reported_beside_the_percentiles():
+    # One user at a time with fixed steps: every request sees the same latencies.
+    one = simulate(fixed_step(0.01), 100, 10, concurrency=1, requests=5)
+    assert one.ttft_mean == pytest.approx(0.01)
+    assert one.tpot_mean == pytest.approx(0.01)
+    assert one.itl_mean == pytest.approx(0.01)
+    # Users wait for the KV cache: most TTFTs are a whole request long, the first ones
+    # one step; the mean (what most serving benchmarks print) counts both, the median
+    # only the queued ones.
+    queued = simulate(fixed_step(0.01), 100, 10, concurrency=4, kv_tokens=2 * 110)
+    assert one.ttft_mean < queued.ttft_mean < queued.ttft.p50
+
+
 def test_no_room_for_one_request_is_an_error():
     with pytest.raises(ValueError, match="does not fit"):
         simulate(fixed_step(0.01), 100, 10, concurrency=1, kv_tokens=50)
