@@ -87,6 +87,13 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         spec_acceptance=acceptance, deployment=deployment,
     )  # fmt: skip
     layout = deployment.layout()
+    conversations = None
+    if (workload.conversation_turns or 1) > 1:
+        from profiling.caching.conversations import estimate_conversations
+
+        conversations = estimate_conversations(
+            shapes, gpu, args.gpu_count, dtype, workload, deployment
+        )
     return {
         "basis": "estimated",
         "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},
@@ -103,6 +110,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         "stated_bottleneck": args.stated_bottleneck,
         "advice": advice.to_dict(),
         "predictions": [p.to_dict() for p in points],
+        "conversations": conversations,
     }
 
 
@@ -118,6 +126,10 @@ def render(report: dict[str, Any]) -> str:
     ]
     points = [PredictionPoint.from_dict(p) for p in report["predictions"]]
     lines += render_predictions(points) + render_advice(Advice.from_dict(report["advice"]))
+    if report.get("conversations"):
+        from profiling.caching.conversations import render_conversations
+
+        lines += render_conversations(report["conversations"])
     return "\n".join(lines)
 
 

@@ -4,10 +4,16 @@ pays (and, where not, for the right one of three reasons)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from profiling.advice_kit.advice_results import NotRecommended, Recommendation
+from profiling.caching.conversations import engine_check
 from profiling.caching.offload import host_tier_advice, offload_flags
+from profiling.measure.bandwidth import host_to_device
 from profiling.measure.hardware import lookup
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
@@ -120,3 +126,40 @@ def test_the_host_link_is_the_measured_one_where_there_is_one():
     assert offload_flags(int(7.5 * GIB)) == [
         "--kv-offloading-backend", "native", "--kv-offloading-size", "8"
     ]  # fmt: skip
+
+
+def test_the_estimate_command_reports_the_conversations_and_the_tiers_advice(tmp_path):
+    out = tmp_path / "e.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "profiling", "estimate", "llama-3.1-8b", "--gpu", "L4",
+         "--prompt-tokens", "712", "--shared-prefix-tokens", "512", "--output-tokens", "100",
+         "--concurrency", "32", "--conversation-turns", "5", "--think-seconds", "10",
+         "--host-memory-gib", "64", "--json", str(out)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    section = json.loads(out.read_text())["conversations"]
+    tier, served = section["host_tier"], section["served"]
+    assert tier["host_bytes"] == 64 * GIB
+    assert served["hit_rate"] == pytest.approx(tier["gpu_hit_rate"])
+    assert section["advice"]["recommended"]
+    flag = section["advice"]["setting"].rsplit(" ", 1)[-1]
+    assert f"--kv-offloading-size {flag}" in done.stdout
+    assert f"hit rate {served['hit_rate']:.0%} of prompt tokens" in done.stdout
+    assert section["engine_check"].startswith("not measured: an estimate runs no engine")
+
+
+def test_without_conversation_turns_the_estimate_has_no_conversation_section(tmp_path):
+    out = tmp_path / "e.json"
+    done = subprocess.run(
+        [sys.executable, "-m", "profiling", "estimate", "llama-3.1-8b", "--gpu", "L4",
+         "--json", str(out)], capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(out.read_text())["conversations"] is None
+    assert "Conversations (" not in done.stdout
+
+
+def test_the_engine_check_is_not_applicable_on_cpu():
+    assert engine_check("cpu").startswith("not applicable on CPU")
+    assert host_to_device("cpu") is None
