@@ -35,6 +35,11 @@ def register(commands: Any) -> None:
         help="your draft's acceptance per drafted token (0–1) for the speculative estimate; "
         "without it a stated range is assumed",
     )  # fmt: skip
+    p.add_argument(
+        "--conversations", metavar="FILE",
+        help="your conversations, JSON Lines (OpenAI chat messages or ShareGPT), replayed "
+        "through the prefix cache; needs MODEL as a local directory with its tokenizer",
+    )  # fmt: skip
     p.add_argument("--json", type=Path, metavar="PATH", help="write the estimate JSON here")
     p.set_defaults(func=cmd_estimate)
 
@@ -88,11 +93,15 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     )  # fmt: skip
     layout = deployment.layout()
     conversations = None
-    if (workload.conversation_turns or 1) > 1:
-        from profiling.caching.conversations import estimate_conversations
+    if args.conversations or (workload.conversation_turns or 1) > 1:
+        from profiling.caching import conversations as chats
 
-        conversations = estimate_conversations(
-            shapes, gpu, args.gpu_count, dtype, workload, deployment
+        given = None
+        if args.conversations:
+            folder = Path(source).parent if source != "shipped config" else Path(args.model)
+            given = chats.file_conversations(args.conversations, folder, workload)
+        conversations = chats.estimate_conversations(
+            shapes, gpu, args.gpu_count, dtype, workload, deployment, conversations=given
         )
     return {
         "basis": "estimated",

@@ -11,21 +11,29 @@ reply. Enough conversations are made for every user to hold several in turn.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any
 
 from profiling import serde
 from profiling.advice_kit.advice_results import Recommendation
 from profiling.caching.offload import host_tier_advice
-from profiling.config import Hardware, Workload
+from profiling.config import ConfigError, Hardware, Workload
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
 from profiling.projection.conversation_serving import prepare, project_conversations
-from profiling.projection.conversations import Conversation, SyntheticSpec, synthetic
+from profiling.projection.conversations import (
+    Conversation,
+    SyntheticSpec,
+    read_conversations,
+    synthetic,
+    tokenize_conversations,
+)
 from profiling.projection.host_tier import project_host_tier
 from profiling.projection.step_time import StepModel
 from profiling.units import GIB, ms, size
 
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 CONVERSATIONS_PER_USER = 8
 MAX_TURNS = 20_000  # the replay's work: a few seconds at most on a small CPU
 ENGINE_CHECK_CPU = (
@@ -49,6 +57,32 @@ def synthetic_conversations(workload: Workload) -> list[Conversation]:
     return synthetic(spec)
 
 
+def file_conversations(path: str, model_dir: Path, workload: Workload) -> list[Conversation]:
+    """The conversations of a JSON Lines file, as the ids of the model's own tokenizer
+    (from `model_dir`, local files only, no remote code); a ConfigError where the file or
+    the tokenizer cannot be used. A turn whose reply the file lacks gets `output_tokens`."""
+    records = read_conversations(path)
+    if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
+        raise ConfigError(
+            f"{path}: conversations are tokenized with the model's own tokenizer, and "
+            f"{model_dir} holds none: give the model as a local directory with its tokenizer"
+        )
+    from transformers import AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            model_dir, trust_remote_code=False, local_files_only=True
+        )
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot load the tokenizer in {model_dir}: {exc}") from None
+
+    def encode(text: str) -> list[int]:
+        return tokenizer.encode(text, add_special_tokens=False)
+
+    think = workload.conversation_think_s or 0.0
+    return tokenize_conversations(records, encode, workload.output_tokens, think)
+
+
 def engine_check(device: str | None) -> str:
     """What the engine measures of the tier on `device` (None: an estimate, no device)."""
     if device is None:
@@ -61,15 +95,17 @@ def engine_check(device: str | None) -> str:
 def estimate_conversations(
     shapes: Shapes, gpu: GPU, gpu_count: int, dtype: str, workload: Workload, hw: Hardware,
     device: str | None = None, measured_link: float | None = None,
+    conversations: list[Conversation] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The conversation section's JSON, for one engine copy of the deployment's layout."""
+    """The conversation section's JSON, for one engine copy of the deployment's layout:
+    `conversations` (a file's), or the workload's synthetic ones."""
     layout = hw.layout() or (gpu_count, 1, 1)
     tp, replicas = layout[0], layout[2]
     users = math.ceil(workload.concurrency / replicas)
     rates = assumed(gpu, dtype, shapes.num_layers)
     targets = {"ttft_ms": workload.ttft_ms, "tpot_ms": workload.tpot_ms}
     kwargs = {"kv_dtype": hw.kv_dtype, **targets}
-    conversations = synthetic_conversations(workload)
+    conversations = conversations or synthetic_conversations(workload)
     p = prepare(shapes, rates, dtype, conversations, users, gpu, tp, **kwargs)
     served = project_conversations(shapes, rates, dtype, conversations, users, gpu, tp,
                                    prepared=p, **kwargs)  # fmt: skip
@@ -94,11 +130,10 @@ def render_conversations(section: dict[str, Any]) -> list[str]:
     summary = served["summary"]
     capacity = served["capacity_tokens"]
     held = f"{capacity:,} tokens of KV" if capacity is not None else "an unlimited cache"
-    turns = summary["turns"] // max(1, summary["conversations"])
     lines = [
         "",
-        f"Conversations ({summary['conversations']:,} × {turns} turns, "
-        f"{section['users_per_copy']} users per engine copy; estimated)",
+        f"Conversations ({summary['conversations']:,} conversations, {summary['turns']:,} "
+        f"turns, {section['users_per_copy']} users per engine copy; estimated)",
         f"  the mean turn: {summary['mean_prompt_tokens']:,.0f} prompt tokens (its history "
         f"included), {summary['mean_output_tokens']:,.0f} reply tokens",
         f"  prefix cache: {held} on the GPUs → hit rate {served['hit_rate']:.0%} of prompt "

@@ -163,3 +163,65 @@ def test_without_conversation_turns_the_estimate_has_no_conversation_section(tmp
 def test_the_engine_check_is_not_applicable_on_cpu():
     assert engine_check("cpu").startswith("not applicable on CPU")
     assert host_to_device("cpu") is None
+
+
+CHAT_FILE = "\n".join(
+    json.dumps(line)
+    for line in (
+        {"conversation_id": "a", "messages": [
+            {"role": "system", "content": "You are a helpful assistant. " * 8},
+            {"role": "user", "content": "What is the capital of France?"},
+            {"role": "assistant", "content": "Paris is the capital of France."},
+            {"role": "user", "content": "And of Germany?"}]},
+        {"id": "b", "conversations": [
+            {"from": "system", "value": "You are a helpful assistant. " * 8},
+            {"from": "human", "value": "Name a prime number."},
+            {"from": "gpt", "value": "Seven."}]},
+    )
+)  # fmt: skip
+
+
+def estimate_file(model: str, chats: str, tmp_path) -> subprocess.CompletedProcess:
+    path = tmp_path / "chats.jsonl"
+    path.write_text(chats)
+    return subprocess.run(
+        [sys.executable, "-m", "profiling", "estimate", model, "--gpu", "L4",
+         "--concurrency", "1", "--conversations", str(path), "--json", str(tmp_path / "e.json")],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+
+
+def test_a_conversation_file_is_tokenized_by_the_models_tokenizer_and_replayed(
+    demo_model_dir, tmp_path
+):
+    from transformers import AutoTokenizer
+
+    done = estimate_file(str(demo_model_dir), CHAT_FILE, tmp_path)
+    assert done.returncode == 0, done.stderr
+    served = json.loads((tmp_path / "e.json").read_text())["conversations"]["served"]
+    assert (served["summary"]["conversations"], served["summary"]["turns"]) == (2, 3)
+    # One user: a's first turn, a's second, then b. The second turn reuses a's whole first
+    # turn and its reply; b reuses the system prompt a sent first, in full blocks of 16.
+    tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
+
+    def ids(role: str, text: str) -> int:
+        return len(tokenizer.encode(f"{role}: {text}\n", add_special_tokens=False))
+
+    system = ids("system", "You are a helpful assistant. " * 8)
+    first = system + ids("user", "What is the capital of France?")
+    replied = first + ids("assistant", "Paris is the capital of France.")
+    second = replied + ids("user", "And of Germany?")
+    third = system + ids("user", "Name a prime number.")
+    reused = min((second - 1) // 16, replied // 16) * 16 + min(system, third - 1) // 16 * 16
+    assert reused > 0
+    assert served["prefill_tokens_saved"] == reused
+    assert served["hit_rate"] == pytest.approx(reused / (first + second + third))
+
+
+def test_a_bad_conversation_file_is_refused_naming_its_line(demo_model_dir, tmp_path):
+    bad = CHAT_FILE + '\n{"id": "c", "messages": [{"role": "user", "content": 5}]}'
+    done = estimate_file(str(demo_model_dir), bad, tmp_path)
+    assert done.returncode == 2
+    assert "line 3, message 1" in done.stderr
+    shipped = estimate_file("llama-3.1-8b", CHAT_FILE, tmp_path)
+    assert shipped.returncode == 2 and "tokenizer" in shipped.stderr
