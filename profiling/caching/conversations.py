@@ -20,7 +20,7 @@ from profiling.caching.offload import host_tier_advice
 from profiling.config import ConfigError, Hardware, Workload
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
-from profiling.projection.calibration import assumed
+from profiling.projection.calibration import Calibration, assumed
 from profiling.projection.conversation_serving import prepare, project_conversations
 from profiling.projection.conversations import (
     Conversation,
@@ -95,14 +95,15 @@ def engine_check(device: str | None) -> str:
 def estimate_conversations(
     shapes: Shapes, gpu: GPU, gpu_count: int, dtype: str, workload: Workload, hw: Hardware,
     device: str | None = None, measured_link: float | None = None,
-    conversations: list[Conversation] | None = None,
+    conversations: list[Conversation] | None = None, rates: Calibration | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The conversation section's JSON, for one engine copy of the deployment's layout:
-    `conversations` (a file's), or the workload's synthetic ones."""
+    `conversations` (a file's), or the workload's synthetic ones; `rates` measured on
+    `gpu`, else its datasheet's (estimated)."""
     layout = hw.layout() or (gpu_count, 1, 1)
     tp, replicas = layout[0], layout[2]
     users = math.ceil(workload.concurrency / replicas)
-    rates = assumed(gpu, dtype, shapes.num_layers)
+    rates = rates or assumed(gpu, dtype, shapes.num_layers)
     targets = {"ttft_ms": workload.ttft_ms, "tpot_ms": workload.tpot_ms}
     kwargs = {"kv_dtype": hw.kv_dtype, **targets}
     conversations = conversations or synthetic_conversations(workload)
@@ -114,7 +115,7 @@ def estimate_conversations(
     tier = project_host_tier(p, step, users, gpu, tp, host, measured_link, **kwargs)
     advice = host_tier_advice(tier)
     return {
-        "basis": "estimated",
+        "basis": rates.basis,
         "users_per_copy": users,
         "tensor_parallel": tp,
         "served": served.to_dict(),
@@ -133,7 +134,7 @@ def render_conversations(section: dict[str, Any]) -> list[str]:
     lines = [
         "",
         f"Conversations ({summary['conversations']:,} conversations, {summary['turns']:,} "
-        f"turns, {section['users_per_copy']} users per engine copy; estimated)",
+        f"turns, {section['users_per_copy']} users per engine copy; {section['basis']})",
         f"  the mean turn: {summary['mean_prompt_tokens']:,.0f} prompt tokens (its history "
         f"included), {summary['mean_output_tokens']:,.0f} reply tokens",
         f"  prefix cache: {held} on the GPUs → hit rate {served['hit_rate']:.0%} of prompt "

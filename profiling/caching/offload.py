@@ -51,8 +51,8 @@ def host_tier_advice(tier: HostTier) -> Outcome:
     reach = tier.tier_hit_rate
     if tier.gpu_tokens is None or tier.host_tokens <= tier.gpu_tokens:
         return NotRecommended(TECHNIQUE, f"too small: the {size(tier.host_bytes)} of host memory "
-                              "named holds no more KV than the GPUs' own cache, which a tier "
-                              "copying it adds nothing to", KEY)  # fmt: skip
+                              "for the tier holds no more KV than the GPUs' own cache, which "
+                              "a tier copying it adds nothing to", KEY)  # fmt: skip
     if tier.gpu_hit_rate >= FITS_SHARE * reach:
         return NotRecommended(TECHNIQUE, f"fits already: the GPUs' cache alone hits "
                               f"{tier.gpu_hit_rate:.0%} of prompt tokens, the tier would reach "
@@ -96,7 +96,7 @@ def _judge_gain(tier: HostTier) -> Outcome:
         technique=TECHNIQUE,
         setting=f"a host-memory KV tier of {size(chosen)}: vllm serve … {flags}",
         expected_effect=ExpectedEffect(text, changes),
-        evidence=[Evidence("#caching", KEY, f"{gain:.2f}× {what}")],
+        evidence=[Evidence("#conversations", KEY, f"{gain:.2f}× {what}")],
         caveats=[
             f"host→device link: {tier.link.name}, {tier.link.bytes_per_second / 1e9:,.0f} GB/s "
             f"({tier.link.basis}); each hit's load adds {tier.load_ms_per_request:.3g} ms to "

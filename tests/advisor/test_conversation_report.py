@@ -1,0 +1,110 @@
+"""The conversations section of a report: a stored profile of the demo model whose job
+asked for conversations, projected as the worker projects them (`attach_conversations`),
+then rendered by the site. The chart's marks and points are the figures the table says,
+the offload advice reaches the answer when it is the fix, and a section this version
+cannot read is left off the page, never a server error."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from profiling.advice.conversations import attach_conversations
+from profiling.model.shapes import Shapes
+from profiling.profile import Profile
+from profiling.projection.estimate import shipped_configs
+from profiling.units import GIB, pct, size
+from tests.advisor.test_charts import real_demo_profile
+from tests.advisor.test_one_story import rendered, section, text
+
+pytestmark = pytest.mark.django_db
+
+
+def conversation_profile(turns: int = 4, **hardware) -> Profile:
+    profile = Profile.from_dict(real_demo_profile())
+    work = profile.config.workload
+    work.conversation_turns, work.conversation_think_s = turns, 5.0
+    for name, value in hardware.items():
+        setattr(profile.config.hardware, name, value)
+    attach_conversations(profile, None)  # measured on CPU: no GPU of its own
+    return profile
+
+
+def chart(page: str) -> dict:
+    found = re.search(r'<script id="chart-conversations" type="application/json">(.*?)</script>',
+                      page)  # fmt: skip
+    assert found, "no conversations chart on the page"
+    return json.loads(found.group(1))
+
+
+def trace(figure: dict, name: str) -> dict:
+    return next(t for t in figure["data"] if t["name"] == name)
+
+
+def test_the_chart_marks_the_gpus_capacity_and_the_host_tier_at_the_tables_figures(client):
+    profile = conversation_profile(host_memory_gib=512.0)
+    section_json = profile.conversations
+    served, tier = section_json["served"], section_json["host_tier"]
+    _, page = rendered(client, profile.to_dict())
+    part = section(page, "conversations")
+    figure = chart(page)
+    gib = served["kv_bytes_per_token"] / GIB
+    lines = {s["label"]["text"]: s["x0"] for s in figure["layout"]["shapes"]}
+    assert lines["your GPUs' KV cache"] == pytest.approx(served["capacity_tokens"] * gib)
+    host = lines[f"host tier {size(tier['host_bytes'])}"]
+    assert host == pytest.approx(tier["host_tokens"] * gib)
+    # The GPUs' point is the replay at their capacity, the very hit rate the table states.
+    gpus = trace(figure, "your GPUs")
+    assert gpus["y"] == [pytest.approx(served["hit_rate"] * 100)]
+    assert f"Prefix-cache hit rate {pct(served['hit_rate'])} of prompt tokens" in text(part)
+    assert trace(figure, "with the host tier")["y"] == [pytest.approx(tier["tier_hit_rate"] * 100)]
+    # The curve is replayed: it rises with capacity, and passes through the GPUs' point.
+    curve = trace(figure, "hit rate (replayed)")
+    assert curve["y"] == sorted(curve["y"]) and curve["x"] == sorted(curve["x"])
+    assert served["capacity_tokens"] in curve["customdata"]
+    assert 0 < served["hit_rate"] <= served["reusable_rate"]
+    # The demo's conversations fit an H100's KV many times over: no tier, and why.
+    assert "No host-memory tier: fits already" in text(part)
+    assert "not applicable on CPU" in text(part)
+
+
+def test_the_tier_is_in_the_answer_where_it_is_the_fix(client):
+    # The same stored run, deployed as Llama 3.1 8B (its shipped shapes) on one L4 with
+    # 32 users of 5-turn chats: their histories need about twice the KV the L4 keeps.
+    profile = Profile.from_dict(real_demo_profile())
+    profile.model.shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
+    work, hardware = profile.config.workload, profile.config.hardware
+    work.prompt_tokens, work.shared_prefix_tokens, work.output_tokens = 712, 512, 100
+    work.concurrency, work.conversation_turns, work.conversation_think_s = 32, 5, 10.0
+    work.ttft_ms = None
+    hardware.gpu_kind, hardware.host_memory_gib = "L4", 64.0
+    attach_conversations(profile, None)
+    advice = profile.conversations["advice"]
+    assert advice["recommended"], advice
+    assert "--kv-offloading-backend native --kv-offloading-size" in advice["setting"]
+    assert any(r.setting == advice["setting"] for r in profile.advice.recommendations)
+    _, page = rendered(client, profile.to_dict())
+    assert "Offload KV to host memory:" in text(section(page, "conversations"))
+    answer = text(section(page, "advice"))
+    assert "--kv-offloading-size" in answer and 'href="#conversations"' in section(page, "advice")
+
+
+def test_without_a_gpu_the_conversations_are_a_warning_not_a_section(client):
+    profile = conversation_profile(gpu_kind=None)
+    assert profile.conversations is None
+    assert "no GPU was named" in profile.warnings[-1]
+    _, page = rendered(client, profile.to_dict())
+    assert 'id="conversations"' not in page
+
+
+BROKEN = [{"served": 3}, {"served": {}, "host_tier": []}, {"served": {"curve": "x"}}]
+
+
+@pytest.mark.parametrize("broken", BROKEN)
+def test_a_section_this_version_cannot_read_is_left_off_the_page(client, broken):
+    result = real_demo_profile()
+    result["conversations"] = broken
+    job, page = rendered(client, result)
+    assert 'id="summary"' in page and 'id="conversations"' not in page
