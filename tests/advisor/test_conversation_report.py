@@ -11,6 +11,8 @@ import re
 
 import pytest
 
+from advisor.jobs.spec import config_for
+from advisor.jobs.submission import check
 from profiling.advice.conversations import attach_conversations
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
@@ -108,3 +110,27 @@ def test_a_section_this_version_cannot_read_is_left_off_the_page(client, broken)
     result["conversations"] = broken
     job, page = rendered(client, result)
     assert 'id="summary"' in page and 'id="conversations"' not in page
+
+
+def test_a_conversation_workload_goes_from_the_api_to_the_workers_config(cpu_worker):
+    values = {"model_source": "demo", "model_name": "demo", "gpu_kind": "L4", "run_on": "cpu",
+              "conversation_turns": 5, "conversation_think_s": 10.0,
+              "host_memory_gib": 64.0}  # fmt: skip
+    form, errors = check(values)
+    assert not errors, errors
+    job = form.save()
+    config = config_for(job)
+    assert (config.workload.conversation_turns, config.workload.conversation_think_s) == (5, 10.0)
+    assert config.hardware.host_memory_gib == 64.0
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [("conversation_turns", 0, "greater than or equal to 1"), ("conversation_turns", 2.5, "whole"),
+     ("conversation_think_s", -1.0, "greater than or equal to 0"),
+     ("host_memory_gib", 0.5, "greater than or equal to 1")],
+)  # fmt: skip
+def test_bad_conversation_values_are_refused_on_their_field(cpu_worker, field, value, words):
+    form, errors = check({"model_source": "demo", "model_name": "demo", field: value})
+    assert form is None and list(errors) == [field]
+    assert words in errors[field][0]
