@@ -4,8 +4,9 @@ Judged on the projection of `profiling.projection.host_tier`, in this order, eac
 failure said with its figure:
 1. no reuse: the conversations repeat less than `MIN_REUSE` of their prompt tokens
    even with room for everything;
-2. fits already: the GPUs' cache keeps `FITS_SHARE` or more of the hits the tier
-   could reach (and a tier no larger than the GPUs' cache is too small to add any);
+2. fits already: the GPUs' cache keeps `FITS_SHARE` or more of the hits room for
+   everything (or the tier) could reach; else a tier no larger than the GPUs' cache is
+   too small to add any;
 3. loads slower than recompute: at these prompt lengths the tier's hits take longer
    over the host link than the GPU takes to prefill them again;
 4. the gain: the TTFT, throughput or goodput it buys must clear the rule kit's bar.
@@ -49,6 +50,10 @@ def host_tier_advice(tier: HostTier) -> Outcome:
                               f"{tier.reusable_rate:.0%} of prompt tokens repeat an earlier "
                               "prefix", KEY)  # fmt: skip
     reach = tier.tier_hit_rate
+    if tier.gpu_hit_rate >= FITS_SHARE * tier.reusable_rate:  # whatever the tier's size
+        return NotRecommended(TECHNIQUE, f"fits already: the GPUs' cache alone hits "
+                              f"{tier.gpu_hit_rate:.0%} of prompt tokens, room for everything "
+                              f"{tier.reusable_rate:.0%}", KEY)  # fmt: skip
     if tier.gpu_tokens is None or tier.host_tokens <= tier.gpu_tokens:
         return NotRecommended(TECHNIQUE, f"too small: the {size(tier.host_bytes)} of host memory "
                               "for the tier holds no more KV than the GPUs' own cache, which "

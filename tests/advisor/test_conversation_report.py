@@ -14,6 +14,7 @@ import pytest
 from advisor.jobs.spec import config_for
 from advisor.jobs.submission import check
 from profiling.advice.conversations import attach_conversations
+from profiling.advice.summary import render_summary
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.projection.estimate import shipped_configs
@@ -70,6 +71,14 @@ def test_the_chart_marks_the_gpus_capacity_and_the_host_tier_at_the_tables_figur
     # The demo's conversations fit an H100's KV many times over: no tier, and why.
     assert "No host-memory tier: fits already" in text(part)
     assert "not applicable on CPU" in text(part)
+
+
+def test_the_profile_command_prints_the_same_section():
+    profile = conversation_profile(host_memory_gib=512.0)
+    served = profile.conversations["served"]
+    printed = render_summary(profile)
+    assert f"hit rate {served['hit_rate']:.0%} of prompt tokens" in printed
+    assert "offload: not recommended, fits already" in printed
 
 
 def test_the_tier_is_in_the_answer_where_it_is_the_fix(client):

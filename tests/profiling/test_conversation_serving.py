@@ -89,8 +89,10 @@ def test_the_tier_is_recommended_with_vllms_flags_where_the_gpu_loses_reuse():
     assert projected.link.basis == "estimated"
 
 
-def test_it_is_not_recommended_when_everything_fits_already():
-    advice = host_tier_advice(tier("H100", CHATS, users=32))
+@pytest.mark.parametrize("host", [HOST, GIB])
+def test_it_is_not_recommended_when_everything_fits_already(host):
+    # Whatever the host memory, even less than the GPU's cache: fitting is the reason.
+    advice = host_tier_advice(tier("H100", CHATS, users=32, host=host))
     assert isinstance(advice, NotRecommended)
     assert advice.why.startswith("fits already")
 
