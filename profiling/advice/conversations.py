@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from profiling import serde
 from profiling.advice.build import rank
-from profiling.advice_kit.advice_results import Advice, NotRecommended, Recommendation
-from profiling.advice_kit.rule_kit import Outcome
+from profiling.advice_kit.advice_results import Advice, Recommendation
 from profiling.caching.conversations import estimate_conversations
 from profiling.config import ConfigError
 from profiling.measure.hardware import GPU, lookup
@@ -24,9 +23,10 @@ def attach_conversations(
 ) -> None:
     """Set `profile.conversations` for a workload of conversations (the job's turns and
     think time), on the deployment's GPU (the one named, else the one profiled: its
-    measured rates and host link where it is that one), and put the host tier's outcome
-    in the advice. A workload without turns is left alone; what cannot be projected
-    becomes a warning, never a failed run."""
+    measured rates and host link where it is that one, in the dtype measured), and put
+    the host tier among the advice's recommendations where it is one. A workload
+    without turns is left alone; what cannot be projected becomes a warning, never a
+    failed run."""
     config = profile.config
     workload, hw = config.workload, config.hardware
     if (workload.conversation_turns or 1) <= 1:
@@ -39,9 +39,8 @@ def attach_conversations(
                                 f"cache: {missing}, and its capacity is the GPU's KV "
                                 "memory")  # fmt: skip
         return
-    profiled = local_gpu is not None and gpu.key == local_gpu.key
-    dtype = env.dtype if env.dtype in ("bfloat16", "float16") else "bfloat16"
-    dtype = hw.serving_dtype(dtype)
+    dtype = hw.serving_dtype(env.dtype if env.dtype in ("bfloat16", "float16") else "bfloat16")
+    profiled = local_gpu is not None and gpu.key == local_gpu.key and dtype == env.dtype
     try:
         rates = calibrate(shapes, profile, env.device_name) if profiled else None
         profile.conversations = estimate_conversations(
@@ -51,22 +50,18 @@ def attach_conversations(
     except (ConfigError, ValueError, ZeroDivisionError) as exc:
         profile.warnings.append(f"the conversations could not be projected: {exc}")
         return
-    if profile.advice is not None:
-        outcome = serde.from_dict(
-            Recommendation if profile.conversations["advice"]["recommended"] else NotRecommended,
-            profile.conversations["advice"],
-        )
-        add_to_advice(profile.advice, outcome)
+    if profile.advice is not None and profile.conversations["advice"]["recommended"]:
+        add_to_advice(profile.advice, serde.from_dict(Recommendation,
+                                                      profile.conversations["advice"]))  # fmt: skip
 
 
-def add_to_advice(advice: Advice, outcome: Outcome) -> None:
-    """The tier's outcome among the advice's, ranked as the others are; the advice's one
-    line names it where it becomes the first thing to do."""
-    if isinstance(outcome, NotRecommended):
-        advice.not_recommended.append(outcome)
-        return
-    advice.recommendations = rank([*advice.recommendations, outcome], advice.bottleneck)
-    if advice.first is outcome:
+def add_to_advice(advice: Advice, recommendation: Recommendation) -> None:
+    """The tier among the advice's recommendations, ranked as the others are; the
+    advice's one line names it where it becomes the first thing to do. (Where it is not
+    recommended, the conversations section says why: the advice's list of techniques set
+    aside is for the techniques the job measured or estimated for its workload.)"""
+    advice.recommendations = rank([*advice.recommendations, recommendation], advice.bottleneck)
+    if advice.first is recommendation:
         head = advice.summary.split(" First: ")[0].split(" No technique")[0]
-        advice.summary = (f"{head} First: {outcome.setting} ({outcome.expected_effect.text}; "
-                          f"{outcome.basis}).")  # fmt: skip
+        effect, basis = recommendation.expected_effect.text, recommendation.basis
+        advice.summary = f"{head} First: {recommendation.setting} ({effect}; {basis})."

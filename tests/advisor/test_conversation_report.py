@@ -81,10 +81,12 @@ def test_the_profile_command_prints_the_same_section():
     assert "offload: not recommended, fits already" in printed
 
 
-def test_the_tier_is_in_the_answer_where_it_is_the_fix(client):
-    # The same stored run, deployed as Llama 3.1 8B (its shipped shapes) on one L4 with
-    # 32 users of 5-turn chats: their histories need about twice the KV the L4 keeps.
+def l4_chats(bottleneck: str | None = None) -> Profile:
+    """The same stored run, deployed as Llama 3.1 8B (its shipped shapes) on one L4 with
+    32 users of 5-turn chats: their histories need about twice the KV the L4 keeps."""
     profile = Profile.from_dict(real_demo_profile())
+    if bottleneck:
+        profile.advice.bottleneck = bottleneck
     profile.model.shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
     work, hardware = profile.config.workload, profile.config.hardware
     work.prompt_tokens, work.shared_prefix_tokens, work.output_tokens = 712, 512, 100
@@ -92,6 +94,11 @@ def test_the_tier_is_in_the_answer_where_it_is_the_fix(client):
     work.ttft_ms = None
     hardware.gpu_kind, hardware.host_memory_gib = "L4", 64.0
     attach_conversations(profile, None)
+    return profile
+
+
+def test_the_tier_is_in_the_answer_where_it_is_the_fix(client):
+    profile = l4_chats()
     advice = profile.conversations["advice"]
     assert advice["recommended"], advice
     assert "--kv-offloading-backend native --kv-offloading-size" in advice["setting"]
@@ -100,6 +107,14 @@ def test_the_tier_is_in_the_answer_where_it_is_the_fix(client):
     assert "Offload KV to host memory:" in text(section(page, "conversations"))
     answer = text(section(page, "advice"))
     assert "--kv-offloading-size" in answer and 'href="#conversations"' in section(page, "advice")
+
+
+def test_where_the_prompt_is_the_bottleneck_the_tier_is_the_first_action_and_the_line_says_so():
+    profile = l4_chats(bottleneck="prompt")
+    first = profile.advice.first
+    assert first.setting == profile.conversations["advice"]["setting"]
+    said = f"First: {first.setting} ({first.expected_effect.text}; estimated)."
+    assert profile.advice.summary.endswith(said)
 
 
 def test_without_a_gpu_the_conversations_are_a_warning_not_a_section(client):
