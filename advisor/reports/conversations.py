@@ -38,7 +38,7 @@ def _context(section: dict[str, Any]) -> dict[str, Any]:
                      f"{section['users_per_copy']:,} users per engine copy"),
         ("The mean turn", f"{summary['mean_prompt_tokens']:,.0f} prompt tokens (its history "
                           f"included), {summary['mean_output_tokens']:,.0f} reply tokens"),
-        ("KV capacity on the GPUs", _capacity(capacity, kv_token)),
+        ("KV capacity on the GPUs", _capacity(capacity, kv_token, section)),
         ("Prefix-cache hit rate", f"{pct(served['hit_rate'])} of prompt tokens (room for "
                                   f"everything: {pct(served['reusable_rate'])})"),
         ("Prefill tokens saved", f"{served['prefill_tokens_saved']:,}"),
@@ -65,10 +65,15 @@ def _context(section: dict[str, Any]) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def _capacity(tokens: int | None, kv_token: int) -> str:
+def _capacity(tokens: int | None, kv_token: int, section: dict[str, Any]) -> str:
+    """The capacity and what it rests on: the deployment's precision (which may not be
+    the one this run measured, as the memory section's is) and the engine's reserve."""
     if tokens is None:
         return "not limited (no GPU named)"
-    return f"{tokens:,} tokens ({size(tokens * kv_token)} of KV per engine copy)"
+    kv = "fp8 KV" if section.get("kv_cache") == "fp8" else f"{section.get('dtype', '?')} KV"
+    return (f"{tokens:,} tokens ({size(tokens * kv_token)} of {kv}, {kv_token:,} bytes a "
+            f"token, per engine copy of {section['tensor_parallel']} GPU(s), after the "
+            "weights and vLLM's memory reserve)")  # fmt: skip
 
 
 def conversation_chart(section: dict[str, Any] | None) -> Figure | None:

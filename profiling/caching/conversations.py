@@ -118,6 +118,8 @@ def estimate_conversations(
         "basis": rates.basis,
         "users_per_copy": users,
         "tensor_parallel": tp,
+        "dtype": dtype,  # the weights' precision served (the KV's where `kv_cache` is "auto")
+        "kv_cache": hw.kv_cache,
         "served": served.to_dict(),
         "host_tier": tier.to_dict(),
         "advice": {"recommended": isinstance(advice, Recommendation), **serde.to_dict(advice)},

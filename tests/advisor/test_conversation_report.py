@@ -68,6 +68,12 @@ def test_the_chart_marks_the_gpus_capacity_and_the_host_tier_at_the_tables_figur
     assert curve["y"] == sorted(curve["y"]) and curve["x"] == sorted(curve["x"])
     assert served["capacity_tokens"] in curve["customdata"]
     assert 0 < served["hit_rate"] <= served["reusable_rate"]
+    # The capacity names the precision it is counted in: the deployment's bfloat16 on the
+    # H100, where the memory section's fit counts this CPU run's float32.
+    kv = served["kv_bytes_per_token"]
+    assert f"{served['capacity_tokens']:,} tokens (" in text(part)
+    assert f"of bfloat16 KV, {kv:,} bytes a token" in text(part)
+    assert kv * 2 == profile.memory.kv_cache_bytes_per_token  # float32 measured
     # The demo's conversations fit an H100's KV many times over: no tier, and why.
     assert "No host-memory tier: fits already" in text(part)
     assert "not applicable on CPU" in text(part)
