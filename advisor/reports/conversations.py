@@ -52,7 +52,8 @@ def _context(section: dict[str, Any]) -> dict[str, Any]:
                              f"{pct(tier['tier_hit_rate'])}"),
         ("On the engine", section["engine_check"]),
     ]  # fmt: skip
-    offload = advice["setting"] if recommended else advice["why"]
+    offload = (f"{advice['setting']} ({advice['expected_effect']['text']})" if recommended
+               else advice["why"])  # fmt: skip
     return {
         "basis": section["basis"],
         "rows": rows,

@@ -110,7 +110,8 @@ def test_the_tier_is_in_the_answer_where_it_is_the_fix(client):
     assert "--kv-offloading-backend native --kv-offloading-size" in advice["setting"]
     assert any(r.setting == advice["setting"] for r in profile.advice.recommendations)
     _, page = rendered(client, profile.to_dict())
-    assert "Offload KV to host memory:" in text(section(page, "conversations"))
+    said = text(section(page, "conversations"))
+    assert "Offload KV to host memory:" in said and advice["expected_effect"]["text"] in said
     answer = text(section(page, "advice"))
     assert "--kv-offloading-size" in answer and 'href="#conversations"' in section(page, "advice")
 
