@@ -77,6 +77,9 @@ class Workload:
     # Open-loop load (requests per second, Poisson) instead of `concurrency` users.
     request_rate: float | None = OPTIONS["request_rate"].default
     requests: int | None = OPTIONS["requests"].default
+    # A synthetic conversation (`profiling.conversation_options`): None or 1 turn is none.
+    conversation_turns: int | None = OPTIONS["conversation_turns"].default
+    conversation_think_s: float | None = OPTIONS["conversation_think_s"].default
 
     @property
     def context_tokens(self) -> int:
@@ -85,7 +88,8 @@ class Workload:
 
     def validate(self) -> None:
         for name in ("prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
-                     "ttft_ms", "tpot_ms", "request_rate", "requests"):  # fmt: skip
+                     "ttft_ms", "tpot_ms", "request_rate", "requests", "conversation_turns",
+                     "conversation_think_s"):  # fmt: skip
             _check_option(name, getattr(self, name))
         if self.shared_prefix_tokens > self.prompt_tokens:
             raise ConfigError("shared_prefix_tokens cannot exceed prompt_tokens")
@@ -104,9 +108,11 @@ class Hardware:
     pp: int | None = OPTIONS["pp"].default
     replicas: int | None = OPTIONS["replicas"].default
     gpu_hourly_usd: float | None = OPTIONS["gpu_hourly_usd"].default
+    host_memory_gib: float | None = OPTIONS["host_memory_gib"].default
 
     def validate(self) -> None:
-        names = ("gpu_count", "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd")
+        names = ("gpu_count", "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd",
+                 "host_memory_gib")  # fmt: skip
         for name in names:
             _check_option(name, getattr(self, name))
         if self.layout() is None and self.fixed_layout:

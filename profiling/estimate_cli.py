@@ -35,6 +35,11 @@ def register(commands: Any) -> None:
         help="your draft's acceptance per drafted token (0–1) for the speculative estimate; "
         "without it a stated range is assumed",
     )  # fmt: skip
+    p.add_argument(
+        "--conversations", metavar="FILE",
+        help="your conversations, JSON Lines (OpenAI chat messages or ShareGPT), replayed "
+        "through the prefix cache; needs MODEL as a local directory with its tokenizer",
+    )  # fmt: skip
     p.add_argument("--json", type=Path, metavar="PATH", help="write the estimate JSON here")
     p.set_defaults(func=cmd_estimate)
 
@@ -87,6 +92,17 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         spec_acceptance=acceptance, deployment=deployment, model=args.model,
     )  # fmt: skip
     layout = deployment.layout()
+    conversations = None
+    if args.conversations or (workload.conversation_turns or 1) > 1:
+        from profiling.caching import conversations as chats
+
+        given = None
+        if args.conversations:
+            folder = Path(source).parent if source != "shipped config" else Path(args.model)
+            given = chats.file_conversations(args.conversations, folder, workload)
+        conversations = chats.estimate_conversations(
+            shapes, gpu, args.gpu_count, dtype, workload, deployment, conversations=given
+        )
     return {
         "basis": "estimated",
         "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},
@@ -105,6 +121,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         "advice": advice.to_dict(),
         "predictions": [p.to_dict() for p in points],
         "deployments": advice.deployments,
+        "conversations": conversations,
     }
 
 
@@ -121,6 +138,10 @@ def render(report: dict[str, Any]) -> str:
     points = [PredictionPoint.from_dict(p) for p in report["predictions"]]
     lines += render_predictions(points) + render_advice(Advice.from_dict(report["advice"]))
     lines += render_deployments(report.get("deployments"))
+    if report.get("conversations"):
+        from profiling.caching.conversations import render_conversations
+
+        lines += render_conversations(report["conversations"])
     return "\n".join(lines)
 
 

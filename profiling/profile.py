@@ -12,7 +12,8 @@ refused with a ValueError rather than misread.
 
     1  typed results were dicts inside the profile (same JSON shape)
     2  `experiments` typed per technique; later additive sections (`engine`,
-       `eager_verdict`) are None when absent, so version 2 readers still read it
+       `eager_verdict`, `conversations`) are None when absent, so version 2 readers
+       still read it
 """
 
 from __future__ import annotations
@@ -84,6 +85,9 @@ class Profile:
     # What each experiment's plan was costed at before it ran (its folder's budget.py,
     # from the baseline's measurements), by name; only experiments that cost their plan.
     planned_seconds: dict[str, float] = field(default_factory=dict)
+    # The conversation workload's prefix-cache replay and host-tier projection, the JSON
+    # of the estimate's section (`profiling.caching.conversations`); None without one.
+    conversations: dict[str, Any] | None = None
 
     def time_spent(self) -> str:
         """ "load 1.2 s · baseline 8.0 s · speculative 31.4 s (planned 28.0 s)", or ""

@@ -176,6 +176,10 @@ def _run(
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
     profile.config = config.replace(prompt_sample=[])
     attach_advice(profile, loaded.model.config.to_dict())
+    if (config.workload.conversation_turns or 1) > 1:
+        from profiling.advice.conversations import attach_conversations
+
+        attach_conversations(profile, local_gpu, bandwidth.host_to_device(device))
     profile.phase_seconds = phases.seconds
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")

@@ -76,7 +76,8 @@ def present_anchors(report: dict[str, Any], has_warnings: bool) -> set[str]:
     anchors = set(ALWAYS_PRESENT)
     if has_warnings:
         anchors.add("warnings")
-    for section in ("quantization", "speculative", "caching", "parallel", "engine"):
+    sections = ("quantization", "speculative", "caching", "parallel", "engine", "conversations")
+    for section in sections:
         if report.get(section):
             anchors.add(section)
     parallel = report.get("parallel")

@@ -19,6 +19,7 @@ from advisor.reports.charts_base import (
     sweep_axis,
     y_range,
 )
+from advisor.reports.conversations import conversation_chart
 from advisor.reports.experiment_charts import (
     caching_charts,
     interference_chart,
@@ -255,6 +256,9 @@ def all_charts(profile: Profile) -> dict[str, Figure]:
         if published is not None:
             figures["published"] = published
     figures.update(insight_charts(profile))
+    conversations = conversation_chart(profile.conversations)
+    if conversations is not None:
+        figures["conversations"] = conversations
     if ran.parallel is not None:
         split = ran.parallel.disaggregation or ran.disaggregation
         if split is not None:

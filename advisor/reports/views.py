@@ -26,6 +26,7 @@ from advisor.reports import (
     advice,
     caching,
     charts,
+    conversations,
     engine,
     parallel,
     predictions,
@@ -81,6 +82,7 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "model_rows": model_rows(profile),
         **technique_sections(profile),
         "engine": engine.section_context(profile.engine, profile.advice),
+        "conversations": conversations.section_context(profile.conversations),
     }
     context.update(_advice_sections(job, profile, context, query))
     context["folds"] = summary.section_findings(profile, context)

@@ -102,6 +102,10 @@ def render_summary(p: Profile) -> str:
         lines += ["", "Verdict", f"  {p.verdict.summary}", f"  basis: {p.verdict.basis}"]
     if p.advice:
         lines += render_advice(p.advice)
+    if p.conversations:
+        from profiling.caching.conversations import render_conversations
+
+        lines += render_conversations(p.conversations)
     if p.warnings:
         lines += ["", "Warnings"] + [f"  - {w}" for w in p.warnings]
     if p.phase_seconds:

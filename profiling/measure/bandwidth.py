@@ -52,3 +52,26 @@ def measure(device: str, size: int | None = None) -> Bandwidth:
     copy = statistics.median(clock.time(lambda: dst.copy_(src)) for _ in range(repeats))
     read = statistics.median(clock.time(lambda: src.sum()) for _ in range(repeats))
     return Bandwidth(2 * size / copy, size / read, size)
+
+
+HOST_BYTES = 1 << 28  # 256 MiB: many KV blocks' worth, past the copy engine's start-up
+
+
+@functools.cache
+def host_to_device(device: str, size: int = HOST_BYTES) -> float | None:
+    """Bytes per second of a pinned host buffer copied to `device` (the path a KV block
+    offloaded to host memory takes back), median of repeats; None off CUDA, where host
+    and device memory are one."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    src = torch.ones(size // 4, dtype=torch.float32).pin_memory()
+    dst = torch.empty(size // 4, dtype=torch.float32, device=device)
+    clock = clock_for(device)
+    for _ in range(2):
+        dst.copy_(src, non_blocking=True)
+    seconds = statistics.median(
+        clock.time(lambda: dst.copy_(src, non_blocking=True)) for _ in range(REPEATS["cuda"])
+    )
+    return size / seconds

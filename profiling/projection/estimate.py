@@ -81,6 +81,7 @@ def project(
     ttft_ms: float | None = None,
     tpot_ms: float | None = None,
     cached_tokens: int = 0,
+    cached_shared: bool = True,
     engine: EngineLimits | None = None,
     rate: float = 0.0,
     requests: int | None = None,
@@ -91,7 +92,9 @@ def project(
     engine on `gpu_count` devices in tensor parallel (weights and KV split over them),
     the load split evenly over the copies: `concurrency` closed-loop users, or requests
     arriving at `rate` per second (open loop, Poisson; `requests` of them, or as many
-    as the simulation needs). `stages`: pipeline stages of `gpu_count` devices each, a
+    as the simulation needs). `cached_tokens`: a prompt prefix found in the prefix
+    cache, shared by every request (`cached_shared`) or each request's own (a
+    conversation's history). `stages`: pipeline stages of `gpu_count` devices each, a
     group of requests in flight per stage. `engine`: the limits of the engine the
     projection stands for (default: vLLM's on `gpu`)."""
     engine = engine or limits(gpu)
@@ -122,6 +125,7 @@ def project(
                 max_batched_tokens=engine.max_batched_tokens, max_seqs=engine.max_seqs,
                 ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
                 tpot_slo=tpot_ms / 1e3 if tpot_ms else None, cached_tokens=cached,
+                cached_shared=cached_shared,
             )  # fmt: skip
         except ValueError as exc:
             notes.append(f"not served by the simulated engine ({exc})")

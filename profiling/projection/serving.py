@@ -140,12 +140,14 @@ def simulate(
     tpot_slo: float | None = None,
     seed: int = 0,
     cached_tokens: int = 0,
+    cached_shared: bool = True,
 ) -> Served:
     """Serve `requests` requests of `prompt_tokens` + `output_tokens` to `concurrency`
     closed-loop users (or at `rate` requests/s, open loop) and measure them as a
     benchmark client would. `cached_tokens`: a prefix every prompt shares, already in
     the prefix cache: each request prefills only the rest (attending to the prefix),
-    and the prefix's KV is held once for all of them. The scheduler's limits
+    and the prefix's KV is held once for all of them (`cached_shared`; a conversation's
+    own history, reused by its next turn, is held by each request). The scheduler's limits
     (`max_seqs`, `max_batched_tokens`) default to vLLM's on the step's GPU
     (`profiling.projection.engines`)."""
     engine = limits(getattr(step, "gpu", None))
@@ -159,7 +161,8 @@ def simulate(
     cached = max(0, min(cached_tokens, prompt_tokens - 1))
     limit = max_seqs
     if kv_tokens is not None:
-        limit = min(limit, (kv_tokens - cached) // (context - cached))
+        held = cached if cached_shared else 0
+        limit = min(limit, (kv_tokens - held) // (context - held))
     if limit < 1:
         raise ValueError("one request's KV cache does not fit the memory left by the weights")
     # Every user served several times, but the engine's share of the work is what costs

@@ -1,0 +1,39 @@
+"""The host-tier advice's flags, read by the installed vLLM's own argument parser: the
+command the advice prints starts a server with the tier it names (a GPU is needed to
+run one; parsing them needs none)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import pytest
+
+from profiling.caching.offload import offload_flags
+from profiling.engine import vllm
+from profiling.units import GIB
+from tests.engine.test_engine_environment import ended
+
+PARSE = (
+    "import runpy, sys; d = runpy.run_path({driver!r}); "
+    "import importlib.metadata as m; m.version = d['_vllm_version']; "
+    "from vllm.engine.arg_utils import EngineArgs; "
+    "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+    "args = EngineArgs.add_cli_args(FlexibleArgumentParser()).parse_args(sys.argv[1:]); "
+    "e = EngineArgs.from_cli_args(args); print(e.kv_offloading_backend, e.kv_offloading_size)"
+)
+
+
+def test_the_offload_flags_are_vllms_own():
+    python = vllm.python_path()
+    if vllm.version(python) is None:
+        if os.environ.get("ADVISOR_REQUIRE_ENGINE"):
+            pytest.fail(f"no vLLM at {python}: run scripts/engine-env")
+        pytest.skip("no engine environment (scripts/engine-env makes one)")
+    flags = offload_flags(int(9.2 * GIB))
+    done = subprocess.run(
+        [str(python), "-I", "-c", PARSE.format(driver=str(vllm.DRIVER)), *flags],
+        capture_output=True, text=True, timeout=300, env=vllm.environment("cpu"),
+    )  # fmt: skip
+    assert done.returncode == 0, ended(done.returncode, done.stderr, vllm.failure_reason)
+    assert done.stdout.strip().splitlines()[-1] == "native 10.0"
