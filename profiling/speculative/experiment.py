@@ -36,7 +36,7 @@ from profiling.measure.timing import Clock, clock_for
 from profiling.model.prompts import PromptSet, load_prompts
 from profiling.options import FULL_KS, QUICK_KS
 from profiling.speculative import budget
-from profiling.speculative.report import best_at, best_k, finding, warnings_for
+from profiling.speculative.report import best_at, best_k, finding, timing_note, warnings_for
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
     PROMPT_LOOKUP,
@@ -120,6 +120,7 @@ def run_speculative(
     repeats: int = 3,
     target_name: str = "",
     trace_k: int | None = None,
+    compiled: dict[str, Any] | None = None,
 ) -> SpeculativeResult:
     """Measure speculative decoding of `target` with `draft` and/or prompt lookup.
 
@@ -129,7 +130,9 @@ def run_speculative(
     memory are measured. Without a target tokenizer, prompts become seeded
     random token ids of similar length. `clock` defaults to the device's clock
     (`profiling.measure.timing.clock_for`); the trace uses `trace_k`, or the best K
-    at batch 1.
+    at batch 1. `compiled` holds the target's compiled forward where the baseline's
+    decode path compiles it (`profiling.measure.decode_path`), so the verify-cost
+    passes reuse it.
     """
     from profiling.speculative.sweep import encode_prompts
 
@@ -139,6 +142,7 @@ def run_speculative(
     prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(0, list(prompts))
     ids = encode_prompts(target_tokenizer, prompt_set.prompts, _vocab_size(target))
     job = _Job(target, draft, ids, max_new_tokens, clock or clock_for(device), warmup, repeats)
+    job.compiled = {} if compiled is None else compiled
     job.timings.paired = not device.startswith("cuda")  # a GPU is not shared: time once
     tick = ticker(progress, PHASE, _units(ks, batch_sizes, draft, prompt_lookup, config_only))
     result = SpeculativeResult(
@@ -159,6 +163,7 @@ def run_speculative(
         result.confirmations = job.confirm(result.sweeps, prompt_lookup, tick)
         _add_trace(result, job, target_tokenizer, prompt_set.prompts, trace_k)
     result.finding = finding(result)
+    result.timing_note = timing_note(result)
     result.warnings = warnings_for(result)
     return result
 
@@ -240,6 +245,7 @@ class _Job:
         self.max_new_tokens, self.clock = max_new_tokens, clock
         self.warmup, self.repeats = warmup, repeats
         self.eos = _eos_ids(target)
+        self.compiled: dict[str, Any] = {}  # the target's compiled forward, as the baseline's
         from profiling.speculative.sweep import Timings
 
         self.timings = Timings(True, warmup, repeats)
@@ -247,15 +253,17 @@ class _Job:
     def verify_cost(
         self, ks: list[int], batch_size: int, tick: Callable[[str], None]
     ) -> list[VerifyCostPoint]:
-        from profiling.speculative.sweep import batches_of, verify_cost_curve
+        from profiling.speculative.sweep import batches_of
+        from profiling.speculative.verify_cost import verify_cost_curve
 
         batch = batches_of(self.prompt_ids, batch_size)[0]
         draft_model = self.draft.model if self.draft else None
         # Single passes are short: take more samples than a whole-set run needs.
         repeats = max(5, 2 * self.repeats)
         points = verify_cost_curve(
-            self.target, draft_model, batch, ks, clock=self.clock, repeats=repeats
-        )
+            self.target, draft_model, batch, ks, clock=self.clock, repeats=repeats,
+            compiled=self.compiled,
+        )  # fmt: skip
         tick(f"verify cost at batch {batch_size}")
         return points
 
@@ -389,6 +397,7 @@ def run_for_context(
         config_only=loaded.info.config_only,
         clock=context.clock,
         target_name=loaded.info.name,
+        compiled=context.compiled,
     )
     record(result, costed, context.budget_s, "the sweep")
     return result

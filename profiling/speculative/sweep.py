@@ -25,8 +25,7 @@ from profiling.measure.timing import Clock
 from profiling.results import Samples
 from profiling.speculative.drafting import Drafter
 from profiling.speculative.loop import LoopRun, StepRecord, speculative_generate
-from profiling.speculative.results import SweepPoint, TraceStep, VerifyCostPoint
-from profiling.speculative.stream import KVStream
+from profiling.speculative.results import SweepPoint, TraceStep
 
 DrafterFactory = Callable[[int], Drafter]  # batch size -> a fresh drafter
 # Token ids for models without a tokenizer: about four characters per token.
@@ -252,82 +251,3 @@ def trace_steps(records: list[StepRecord], tokenizer: Any | None) -> list[TraceS
         )
         for r in records
     ]
-
-
-@torch.inference_mode()
-def verify_cost_curve(
-    target: torch.nn.Module,
-    draft: torch.nn.Module | None,
-    batch: list[list[int]],
-    ks: list[int],
-    *,
-    clock: Clock,
-    repeats: int,
-) -> list[VerifyCostPoint]:
-    """One target pass over K+1 tokens vs one over a single token, after the batch's prompts.
-
-    Each sample feeds the tokens and rolls them back, so every sample sees
-    the same context; for each K the passes are timed in turn, repeat by
-    repeat, so load drifting over time hits all of them alike. With a draft
-    model its one-token step is timed too: drafting K tokens costs K of them.
-    """
-    stream = _prefilled(target, batch)
-    draft_stream = _prefilled(draft, batch) if draft is not None else None
-    points = []
-    for k in ks:
-        passes = [_pass(stream, batch, 1), _pass(stream, batch, k + 1)]
-        if draft_stream is not None:
-            passes.append(_pass(draft_stream, batch, 1))
-        one, verify, *drafted = interleaved(clock, passes, repeats)
-        ratio = median_ratio(verify, one)
-        with_draft = None
-        if drafted:
-            with_draft = (k + 1) / (ratio + k * median_ratio(drafted[0], one))
-        points.append(
-            VerifyCostPoint(
-                k=k,
-                batch_size=len(batch),
-                context_tokens=max(len(p) for p in batch),
-                one_token_seconds=one,
-                verify_seconds=verify,
-                cost_ratio=ratio,
-                speedup_bound=(k + 1) / ratio,
-                draft_token_seconds=drafted[0] if drafted else None,
-                speedup_bound_with_draft=with_draft,
-            )
-        )
-    return points
-
-
-def interleaved(clock: Clock, fns: list[Callable[[], Any]], repeats: int) -> list[Samples]:
-    """Warm each function up once, then time them in turn `repeats` times."""
-    for fn in fns:
-        fn()
-    seconds: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for kept, fn in zip(seconds, fns, strict=True):
-            kept.append(clock.time(fn))
-    return [Samples(s) for s in seconds]
-
-
-def median_ratio(numerator: Samples, denominator: Samples) -> float:
-    """Median of the sample-by-sample ratios of two interleaved measurements."""
-    pairs = zip(numerator.samples, denominator.samples, strict=True)
-    return Samples([a / b for a, b in pairs]).median
-
-
-def _prefilled(model: torch.nn.Module, batch: list[list[int]]) -> KVStream:
-    stream = KVStream(model, len(batch), model.device)
-    stream.feed(batch)
-    return stream
-
-
-def _pass(stream: KVStream, batch: list[list[int]], width: int) -> Callable[[], None]:
-    """One pass over `width` new tokens per row, rolled back so the context stays put."""
-    chunks = [(p * width)[-width:] for p in batch]  # real token ids; their values do not matter
-
-    def one_pass() -> None:
-        stream.feed(chunks, logits_to_keep=width)
-        stream.drop([width] * len(chunks))
-
-    return one_pass

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from profiling.measure.decode_path import CPU_REASON
 from profiling.model.prompts import PromptSet, load_prompts
 from profiling.speculative import experiment as speculative
 from profiling.speculative.results import SpeculativeResult
@@ -161,6 +162,7 @@ def test_run_for_context_loads_the_named_draft_and_returns_its_typed_result(tiny
         progress=lambda phase, fraction, message: None,
         profile=SimpleNamespace(decode=[decode_point(1, 64, 0.004), decode_point(2, 64, 0.005)]),
         budget_s=None,
+        compiled={},  # the baseline's compiled forward: none on a CPU
     )
     result = speculative.run_for_context(context, draft_name=str(tmp_path / "draft"), ks=[2])
     assert isinstance(result, SpeculativeResult)
@@ -176,6 +178,10 @@ def test_run_for_context_loads_the_named_draft_and_returns_its_typed_result(tiny
     # Costed before it ran, from the decode steps it was given; no budget on a CPU.
     assert data["planned_seconds"] > 0 and data["budget_seconds"] is None
     assert data["trimmed"] == []
+    # The verify cost ran on the baseline's CPU decode path, and the page says why the
+    # sweep's own timings differ from the baseline's decode steps.
+    assert {(p["path"], p["path_reason"]) for p in data["verify_cost"]} == {("static", CPU_REASON)}
+    assert "static" in result.timing_note and "dynamic KV cache" in result.timing_note
 
 
 def sweep(k: int, batch_size: int, speedup: float, accepted: int = 10) -> Any:
