@@ -6,8 +6,10 @@ exact greedy loop (`profiling.speculative.loop`) decodes the fixed prompt set
 and reports acceptance, tokens per target pass, phase costs, and end-to-end
 tokens/s against the target's own greedy decode of the same prompts, timed
 the same way at the same batch: on a CPU sample by sample interleaved with the
-speculative runs (so drifting load from other processes hits both alike), on
-a GPU once per batch size and reused for every draft and K (`sweep.Timings`).
+speculative runs (so drifting load from other processes hits both alike; each
+round's one run of the target alone pairs with every draft and K of the batch
+size), on a GPU once per batch size and reused for every draft and K
+(`sweep.Timings`).
 Its output is checked against that baseline in every run, with the dtype's
 numerics in mind (`SweepPoint.matches_baseline`, `exactness`). Draft and
 verify costs are per pass after the first, which also prefills the prompt.
@@ -287,13 +289,16 @@ class _Job:
         for batch_size in batch_sizes:
             batches = batches_of(self.prompt_ids, batch_size)
             decoder = SetDecoder(self.target, batches, self.max_new_tokens, self.eos, self.clock)
-            for name, factory in self.drafters(lookup):
-                for k in ks:
-                    timed, baseline = self.timings.time(decoder, factory, k)
-                    points.append(sweep_point(
-                        name, k, batch_size, timed, baseline, decoder, self.timings.paired
-                    ))  # fmt: skip
-                    tick(f"{name}, K={k}, batch {batch_size}: {points[-1].speedup:.2f}x")
+            named = [(name, k, factory) for name, factory in self.drafters(lookup) for k in ks]
+            timed, baseline = self.timings.time_all(
+                decoder,
+                [(f, k) for _, k, f in named],
+                lambda message, b=batch_size: tick(f"batch {b}, every draft and K: {message}"),
+            )
+            for (name, k, _), spec in zip(named, timed, strict=True):
+                points.append(sweep_point(
+                    name, k, batch_size, spec, baseline, decoder, self.timings.paired
+                ))  # fmt: skip
         return points
 
     def confirm(

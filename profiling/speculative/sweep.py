@@ -7,7 +7,9 @@ deterministic); phase costs and end-to-end time are sampled per run.
 
 On a CPU, whatever is compared is timed interleaved, sample by sample (the
 target alone, then with speculation; one token, then K+1): on a shared machine
-load drifts over minutes, and pairing cancels most of it. On a GPU (a device
+load drifts over minutes, and pairing cancels most of it. The sweep times a
+batch size's every draft and K in rounds after one run of the target alone,
+which pairs with all of them (`round_robin`). On a GPU (a device
 of its own) the target alone is timed once per batch size and reused for every
 draft and K, which halves the sweep (`Timings`); its interval is then
 resampled unpaired.
@@ -142,6 +144,57 @@ def set_runs(
     return Timed(Samples(seconds), runs)
 
 
+def round_robin(
+    decoder: SetDecoder,
+    configs: list[tuple[DrafterFactory, int]],
+    *,
+    warmup: int,
+    repeats: int,
+    tick: Callable[[str], None] | None = None,
+) -> tuple[list[Timed], Timed]:
+    """(speculative per config, baseline): every draft and K of one batch size timed in
+    rounds, each round the target alone first, then each config once.
+
+    The i-th sample of every config is paired with the i-th of the target alone,
+    taken in the same round (seconds apart, where load drifts over minutes), so
+    the target's own runs are shared by every point of the batch size instead of
+    being repeated beside each one. Every config is warmed up, as is the target.
+    `tick` is called once per config, spread over the rounds.
+    """
+    rounds = warmup + repeats
+    ticks = _spread(len(configs), rounds * len(configs), tick)
+    for number in range(1, warmup + 1):
+        decoder.run(None, 0)
+        for factory, k in configs:
+            decoder.run(factory, k)
+            ticks(f"warm-up round {number} of {rounds}")
+    base: list[SetRun] = []
+    spec: list[list[SetRun]] = [[] for _ in configs]
+    base_s: list[float] = []
+    spec_s: list[list[float]] = [[] for _ in configs]
+    for number in range(warmup + 1, rounds + 1):
+        base_s.append(decoder.clock.time(lambda: base.append(decoder.run(None, 0))))
+        for (factory, k), runs, seconds in zip(configs, spec, spec_s, strict=True):
+            seconds.append(
+                decoder.clock.time(lambda f=factory, k=k, r=runs: r.append(decoder.run(f, k)))
+            )
+            ticks(f"timed round {number} of {rounds}")
+    timed = [Timed(Samples(s), r) for s, r in zip(spec_s, spec, strict=True)]
+    return timed, Timed(Samples(base_s), base)
+
+
+def _spread(count: int, calls: int, tick: Callable[[str], None] | None) -> Callable[[str], None]:
+    """A callback for `calls` calls that passes `count` of them on to `tick`, evenly."""
+    made = [0]
+
+    def call(message: str) -> None:
+        made[0] += 1
+        if tick is not None and made[0] * count // calls > (made[0] - 1) * count // calls:
+            tick(message)
+
+    return call
+
+
 @dataclass
 class Timings:
     """How speculation is timed against the target alone: interleaved pairs, or the
@@ -151,6 +204,25 @@ class Timings:
     warmup: int
     repeats: int
     baselines: dict[int, Timed] = field(default_factory=dict)  # by batch size
+
+    def time_all(
+        self,
+        decoder: SetDecoder,
+        configs: list[tuple[DrafterFactory, int]],
+        tick: Callable[[str], None],
+    ) -> tuple[list[Timed], Timed]:
+        """(speculative per config, baseline) for every draft and K of one batch size:
+        paired in rounds (`round_robin`), or each config after the target's own timing.
+        `tick` is called once per config."""
+        if self.paired:
+            return round_robin(
+                decoder, configs, warmup=self.warmup, repeats=self.repeats, tick=tick
+            )
+        timed = []
+        for factory, k in configs:
+            timed.append(self.time(decoder, factory, k)[0])
+            tick(f"K={k} timed")
+        return timed, self.baselines[len(decoder.batches[0])]
 
     def time(self, decoder: SetDecoder, factory: DrafterFactory, k: int) -> tuple[Timed, Timed]:
         """(speculative, baseline) for one draft and K."""

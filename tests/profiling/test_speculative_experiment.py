@@ -82,22 +82,41 @@ def test_result_has_the_documented_shape_and_round_trips(tiny) -> None:
     assert len(data["verify_cost"]) == 4 and progress[-1] == 1.0 and progress == sorted(progress)
 
 
-def test_on_a_gpu_the_target_alone_is_timed_once_per_batch_and_reused(tiny) -> None:
-    """Paired (CPU): every point times its own baseline beside it. GPU: one baseline
-    timing per batch size, the same samples behind every draft and K of the sweep. The
-    confirmation times both sides afresh, with twice the sweep's repeats."""
+class OrderClock:
+    """Runs the function and returns how many timings had ended when it ended: the
+    samples then say in which order everything was timed."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+
+    def time(self, fn: Any) -> float:
+        fn()
+        self.ended += 1
+        return float(self.ended)
+
+
+def test_the_target_alone_is_timed_once_per_batch_and_shared_by_every_point(tiny) -> None:
+    """One timing of the target alone per batch size, the same samples behind every draft
+    and K of the sweep; on a CPU taken in rounds, each round the target first and then
+    every point once, so each point's i-th sample pairs with a run of the target taken
+    just before it. The confirmation times both sides afresh, with twice the sweep's
+    repeats."""
     for device, paired in (("cpu", True), ("cuda", False)):
-        result = small_run(tiny, device=device, trace_k=1)
+        result = small_run(tiny, device=device, trace_k=1, clock=OrderClock(), repeats=3)
         assert all(p.paired is paired for p in result.sweeps + result.confirmations)
         for batch in (1, 2):
             at = [p for p in result.sweeps if p.batch_size == batch]
-            timings = {id(p.baseline_seconds) for p in at}
-            assert len(timings) == (len(at) if paired else 1), (device, batch)
+            assert len(at) == 4 and len({id(p.baseline_seconds) for p in at}) == 1, device
+            base = at[0].baseline_seconds.samples
+            if paired:
+                for point in at:
+                    for i, sample in enumerate(point.seconds.samples):
+                        assert base[i] < sample < (base[i + 1] if i + 1 < len(base) else 1e9)
+            else:
+                assert max(base) < min(min(p.seconds.samples) for p in at)
             again = next(p for p in result.confirmations if p.batch_size == batch)
-            assert id(again.baseline_seconds) not in timings
-            sweep_n = len(at[0].seconds.samples)
-            assert len(again.seconds.samples) == 2 * sweep_n
-            assert len(again.baseline_seconds.samples) == 2 * sweep_n
+            assert again.baseline_seconds.samples != base
+            assert len(again.seconds.samples) == len(again.baseline_seconds.samples) == 6
 
 
 def test_config_only_measures_the_verify_cost_curve_and_says_acceptance_is_meaningless(
