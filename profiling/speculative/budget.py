@@ -4,7 +4,8 @@ The sweep is most of a profile's time (it decodes the prompt set again and
 again), so it is costed from the baseline's own measured decode steps before
 anything runs. One set run decodes every prompt once, in batches of b:
 ceil(prompts / b) batches × max_new_tokens steps × the measured step time at
-the nearest measured batch and context (prompt + half the new tokens). A
+the nearest measured batch and context (prompt + half the new tokens); a warm-up
+decodes the set's first batch only. A
 speculative set run is counted as one plain set run: it makes fewer target
 passes, each over K+1 tokens, plus the draft's. Per batch size the sweep runs
 warm-ups and repeats of the target alone (once, shared by every point: paired
@@ -43,17 +44,17 @@ def estimate(plan: Any, decode: list[Any], drafts: int) -> float | None:
     prompts = plan.prompts.prompts
     mean_prompt = sum(len(p) for p in prompts) / max(1, len(prompts)) / CHARS_PER_TOKEN
     context = int(mean_prompt + plan.max_new_tokens / 2)
-    runs_per_timing = plan.warmup + plan.repeats
     points = drafts * len(plan.ks)
     total = 0.0
     for batch in plan.batch_sizes:
         step = step_seconds(decode, batch, context)
         if step is None:
             return None
+        warm = plan.warmup * plan.max_new_tokens * step  # a warm-up decodes one batch
         set_run = math.ceil(len(prompts) / batch) * plan.max_new_tokens * step
-        sweep = points + 1  # the target's own runs, shared by every point
-        confirmation = 2 * (plan.warmup + CONFIRM_FACTOR * plan.repeats)  # both sides afresh
-        total += (sweep * runs_per_timing + confirmation) * set_run
+        sweep = (points + 1) * (warm + plan.repeats * set_run)  # the target's runs shared
+        confirmation = 2 * (warm + CONFIRM_FACTOR * plan.repeats * set_run)  # both afresh
+        total += sweep + confirmation
     return total
 
 

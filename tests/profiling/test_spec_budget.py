@@ -24,10 +24,14 @@ def test_the_estimate_counts_every_timed_set_run_from_the_measured_steps() -> No
     # One set run: batch 1, 4 batches × 32 steps × 10 ms = 1.28 s; batch 8 (one batch
     # of 4 prompts), 32 steps × 20 ms (context 66: nearest measured is 100) = 0.64 s.
     # 2 drafts × 3 K: 6 points + the target alone, once for all of them (in rounds on a
-    # CPU, before the points on a GPU) = 7 timings of 6 runs; then the confirmation,
-    # both sides afresh with twice the repeats: 2 × (1 + 10) runs.
+    # CPU, before the points on a GPU) = 7 timings of a warm-up and 5 runs; then the
+    # confirmation, both sides afresh with twice the repeats: 2 × (warm-up + 10 runs).
+    # A warm-up decodes the set's first batch: 32 steps, 0.32 s at batch 1, 0.64 s at 8.
     estimate = budget.estimate(plan([1, 2, 4]), DECODE, drafts=2)
-    assert estimate == pytest.approx((7 * 6 + 22) * (1.28 + 0.64))
+    per_batch = [(0.32, 1.28), (0.64, 0.64)]  # (warm-up, set run) at batch 1 and 8
+    assert estimate == pytest.approx(
+        sum(7 * (warm + 5 * run) + 2 * (warm + 10 * run) for warm, run in per_batch)
+    )
     assert budget.estimate(plan([1]), [], drafts=1) is None
     assert budget.estimate(plan([1]), DECODE, drafts=0) == 0.0
 

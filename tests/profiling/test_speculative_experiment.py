@@ -82,6 +82,23 @@ def test_result_has_the_documented_shape_and_round_trips(tiny) -> None:
     assert len(data["verify_cost"]) == 4 and progress[-1] == 1.0 and progress == sorted(progress)
 
 
+def test_a_warm_up_decodes_the_sets_first_batch_and_a_timed_run_all_of_them(tiny) -> None:
+    from profiling.speculative.drafting import PromptLookupDrafter
+    from profiling.speculative.sweep import SetDecoder, batches_of
+
+    batches = batches_of([[5, 6, 7, 5, 6], [8, 9, 8], [10, 11, 12, 10]], 1)
+    decoder = SetDecoder(tiny["target"], batches, 4, [], FakeClock())
+    made: list[int] = []
+
+    def factory(rows: int) -> PromptLookupDrafter:
+        made.append(rows)
+        return PromptLookupDrafter()
+
+    decoder.warm(factory, 2)
+    assert made == [1]  # one drafter: one batch of one row
+    assert len(decoder.run(factory, 2).outputs) == 3 and made == [1, 1, 1, 1]
+
+
 class OrderClock:
     """Runs the function and returns how many timings had ended when it ended: the
     samples then say in which order everything was timed."""
