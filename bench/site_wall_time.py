@@ -1,14 +1,18 @@
-"""Goal: a quick demo profile goes from submit to report in <= 30 s on 2 CPU cores.
+"""Goal: a quick demo profile with every experiment goes from submit to report in
+<= 30 s on 2 idle CPU cores.
 
 One run, fresh state: a temporary SQLite database and embedded Redis, a real
 Celery worker process (as `manage.py runlocal` starts it), the form posted
 through Django's test client with CSRF enforced, the job page polled until
 the report renders. The demo models are built beforehand (their one-off
 build is not part of a profile) and reused from ADVISOR_DEMO_DIR.
-Also times `python -m profiling profile demo --quick` run directly, so the
-site's own overhead (queue, worker, child process start) shows as the gap.
+Every experiment is ticked, with the form's own defaults for each (the draft,
+the K values, the precisions), at its default workload with a shared prefix and
+a TPOT target. Also times the same profile through `python -m profiling profile
+demo --quick` run directly, so the site's own overhead (queue, worker, child
+process start) shows as the gap. `--baseline-only` leaves the experiments out.
 
-    python bench/site_wall_time.py [--json]
+    python bench/site_wall_time.py [--json] [--baseline-only]
 """
 
 from __future__ import annotations
@@ -28,9 +32,33 @@ FORM = {
     "model_source": "demo", "model_name": "demo", "dtype": "auto", "quick": "on",
     "gpu_kind": "", "gpu_count": "1", "run_on": "cpu",
     "prompt_tokens": "512", "output_tokens": "128", "concurrency": "8",
-    "shared_prefix_tokens": "0", "ttft_ms": "", "tpot_ms": "",
+    "shared_prefix_tokens": "384", "ttft_ms": "", "tpot_ms": "5",
     "stated_bottleneck": "unsure", "notes": "bench",
 }  # fmt: skip
+EXPERIMENTS = ("speculative", "quantization", "caching", "parallel")
+
+
+def form_data(every_experiment: bool) -> dict[str, object]:
+    """The fields a browser posts: the workload above, and each experiment ticked with
+    the values the form starts with (a switch left on, precisions pre-selected)."""
+    if not every_experiment:
+        return dict(FORM)
+    from advisor.jobs.forms import JobForm
+
+    initial = JobForm().initial
+    ticked = {f"run_{name}": "on" for name in EXPERIMENTS}
+    options = {"prompt_lookup": "on" if initial.get("prompt_lookup") else ""}
+    options["precisions"] = list(initial.get("precisions") or [])
+    return {**FORM, **ticked, **options}
+
+
+def cli_argv(every_experiment: bool) -> list[str]:
+    """The same profile as `python -m profiling profile` arguments."""
+    argv = ["demo", "--device", "cpu", "--quick", "--prompt-tokens", FORM["prompt_tokens"],
+            "--output-tokens", FORM["output_tokens"], "--concurrency", FORM["concurrency"],
+            "--shared-prefix-tokens", FORM["shared_prefix_tokens"],
+            "--tpot-ms", FORM["tpot_ms"]]  # fmt: skip
+    return argv + (["--experiments", ",".join(EXPERIMENTS)] if every_experiment else [])
 
 
 def prepare_environment(var_dir: str) -> None:
@@ -44,7 +72,8 @@ def prepare_environment(var_dir: str) -> None:
 
 
 def build_demo() -> None:
-    code = "from profiling.model.demo import ensure_demo; ensure_demo('demo')"
+    code = "from profiling.model.demo import DEMO_MODELS, ensure_demo\n"
+    code += "for name in DEMO_MODELS: ensure_demo(name)"  # the target and its draft
     subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
 
 
@@ -65,7 +94,7 @@ def wait_for_worker(timeout_s: float = 120) -> None:
         time.sleep(0.2)
 
 
-def submit_and_wait(timeout_s: float = 300) -> float:
+def submit_and_wait(data: dict[str, object], timeout_s: float = 600) -> float:
     """Seconds from the form POST to the rendered report page."""
     from django.test import Client
 
@@ -74,7 +103,7 @@ def submit_and_wait(timeout_s: float = 300) -> float:
     page = client.get("/").content.decode()
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
     started = time.perf_counter()
-    response = client.post("/", {**FORM, "csrfmiddlewaretoken": token})
+    response = client.post("/", {**data, "csrfmiddlewaretoken": token})
     if response.status_code != 302:
         raise SystemExit(f"the form was refused: {response.status_code}")
     url = response["Location"]
@@ -90,14 +119,15 @@ def submit_and_wait(timeout_s: float = 300) -> float:
     return elapsed
 
 
-def direct_cli_seconds(out: Path) -> float:
+def direct_cli_seconds(out: Path, every_experiment: bool) -> float:
     started = time.perf_counter()
-    argv = [sys.executable, "-m", "profiling", "profile", "demo", "--device", "cpu", "--quick"]
+    argv = [sys.executable, "-m", "profiling", "profile", *cli_argv(every_experiment)]
     subprocess.run([*argv, "--json", str(out)], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
 
 
 def main() -> int:
+    every_experiment = "--baseline-only" not in sys.argv
     with tempfile.TemporaryDirectory(prefix="advisor-bench-") as var_dir:
         prepare_environment(var_dir)
         build_demo()
@@ -114,13 +144,17 @@ def main() -> int:
         worker = start_worker()
         try:
             wait_for_worker()
-            site_s = submit_and_wait()
+            site_s = submit_and_wait(form_data(every_experiment))
         finally:
             worker.terminate()
             worker.wait(timeout=30)
             embedded_redis.stop(settings.ADVISOR_EMBEDDED_REDIS)
-        cli_s = direct_cli_seconds(Path(var_dir) / "direct.json")
-    result = {"site_seconds": site_s, "cli_seconds": cli_s, "goal_seconds": GOAL_SECONDS}
+        cli_s = direct_cli_seconds(Path(var_dir) / "direct.json", every_experiment)
+        phases = json.loads((Path(var_dir) / "direct.json").read_text())["phase_seconds"]
+    result = {
+        "site_seconds": site_s, "cli_seconds": cli_s, "goal_seconds": GOAL_SECONDS,
+        "every_experiment": every_experiment, "cli_phase_seconds": phases,
+    }  # fmt: skip
     if "--json" in sys.argv:
         print(json.dumps(result))
     else:
@@ -128,6 +162,9 @@ def main() -> int:
         print(f"submit -> report through the site: {site_s:6.1f} s  ({verdict} goal <= 30 s)")
         print(f"same profile, CLI run directly:      {cli_s:6.1f} s")
         print(f"site overhead (queue, worker, child): {site_s - cli_s:+6.1f} s")
+        which = "every experiment" if every_experiment else "the baseline alone"
+        spent = " · ".join(f"{name} {seconds:.1f} s" for name, seconds in phases.items())
+        print(f"CLI phases ({which}): {spent}")
     return 0
 
 

@@ -159,7 +159,7 @@ def _run(
         artifacts: dict[str, str] = {}
         _run_experiments(
             profile, experiments, loaded, device, dtype, clock, progress, spans, folder,
-            artifacts, phases,
+            artifacts, phases, subject.compiled,
         )  # fmt: skip
         if config.engine:
             from profiling.engine.for_profile import run_for_profile
@@ -296,6 +296,7 @@ def _run_experiments(
     artifacts_dir: str | None = None,
     artifacts: dict[str, str] | None = None,
     phases: Phases | None = None,
+    compiled: dict[str, Any] | None = None,
 ) -> None:
     names = list(experiments)
     for i, (name, experiment) in enumerate(experiments.items()):
@@ -311,6 +312,7 @@ def _run_experiments(
             artifacts_dir,
             artifacts if artifacts is not None else {},
             budget_share(device, elapsed, name, names[i:]),
+            compiled if compiled is not None else {},
         )
         owns = name in BY_NAME and BY_NAME[name].own_weights
         aside = set_aside(loaded.model, device) if owns else nullcontext()

@@ -41,6 +41,9 @@ class ExperimentContext:
     # Seconds this experiment may take: its share of the profile's time budget (on CUDA;
     # None on CPU, where nothing is cut). See profiling.runner.PROFILE_BUDGET_S.
     budget_s: float | None = None
+    # The baseline's compiled forward of the loaded model (profiling.measure.decode_path),
+    # so an experiment timing decode steps on the same path reuses it, not compiles again.
+    compiled: dict[str, Any] = field(default_factory=dict)
 
 
 Experiment = Callable[[ExperimentContext], Any]  # a technique's typed result

@@ -15,7 +15,9 @@ order of preference:
   layers or a faster path failed.
 
 Each decode point records the path that ran and, when it is not the one asked
-for, why (`DecodePoint.path`, `.path_reason`).
+for, why (`DecodePoint.path`, `.path_reason`). The speculative experiment's
+per-pass costs (one token, and K+1 tokens to verify) run here too, so one shape
+is measured one way on every page.
 """
 
 from __future__ import annotations
@@ -89,8 +91,10 @@ def prepare(
 ) -> Prepared:
     """Fill a cache with `prefill_ids` and return the step on the best path that runs.
 
-    The step runs once here, untimed (the compile happens then); a failure other
-    than running out of memory moves down one path and says why.
+    The step feeds `step_ids` ([batch, width]: one token per row for a decode step,
+    K+1 for a speculative verify pass). The step runs once here, untimed (the compile
+    happens then); a failure other than running out of memory moves down one path and
+    says why.
     """
     path, reason = resolve(asked, device)
     while True:
@@ -123,9 +127,9 @@ def _prepare(
         cache = DynamicCache(config=model.config)
         cache.activate_past_recording()  # lets sliding-window layers be cropped back
     else:
-        # Room for the context and the one timed token: the step attends over exactly
+        # Room for the context and the timed tokens: the step attends over exactly
         # the context a server's paged cache would hold.
-        cache = StaticCache(config=model.config, max_cache_len=context + 1)
+        cache = StaticCache(config=model.config, max_cache_len=context + step_ids.shape[1])
     chunk = max(1, fill_tokens // prefill_ids.shape[0])  # tokens per row per forward
     for start in range(0, context, chunk):
         part = prefill_ids[:, start : start + chunk]
@@ -140,12 +144,16 @@ def _prepare(
             compiled["model"] = Compiled(model, device)
         forward = compiled["model"].forward
 
+    width = step_ids.shape[1]  # a verify pass needs the logits after every token it feeds
+
     def step(target: Any) -> Any:
-        return forward(input_ids=step_ids, cache=target, use_cache=True, logits_to_keep=1).logits
+        return forward(
+            input_ids=step_ids, cache=target, use_cache=True, logits_to_keep=width
+        ).logits
 
     if path != "eager":
         step(cache)  # compiles on the compiled path, checks the static cache runs
-        cache.crop(-1)
+        cache.crop(-width)
     return Prepared(cache, step, path, reason)
 
 

@@ -4,11 +4,12 @@ The sweep is most of a profile's time (it decodes the prompt set again and
 again), so it is costed from the baseline's own measured decode steps before
 anything runs. One set run decodes every prompt once, in batches of b:
 ceil(prompts / b) batches × max_new_tokens steps × the measured step time at
-the nearest measured batch and context (prompt + half the new tokens). A
+the nearest measured batch and context (prompt + half the new tokens); a warm-up
+decodes the set's first batch only. A
 speculative set run is counted as one plain set run: it makes fewer target
 passes, each over K+1 tokens, plus the draft's. Per batch size the sweep runs
-warm-ups and repeats of the target alone (per point when paired, once when
-not) and of every draft × K, then the best point again, the target's timing
+warm-ups and repeats of the target alone (once, shared by every point: paired
+in rounds on a CPU) and of every draft × K, then the best point again, the target's timing
 too, with CONFIRM_FACTOR times the repeats (its confirmation).
 
 With a budget (on CUDA: the sweep's share of the profile's ten minutes, from
@@ -36,32 +37,32 @@ __all__ = [
 CONFIRM_FACTOR = 2
 
 
-def estimate(plan: Any, decode: list[Any], drafts: int, paired: bool) -> float | None:
+def estimate(plan: Any, decode: list[Any], drafts: int) -> float | None:
     """Seconds the sweep and its confirmations take with `plan` (SpeculativePlan)."""
     if drafts == 0:
         return 0.0
     prompts = plan.prompts.prompts
     mean_prompt = sum(len(p) for p in prompts) / max(1, len(prompts)) / CHARS_PER_TOKEN
     context = int(mean_prompt + plan.max_new_tokens / 2)
-    runs_per_timing = plan.warmup + plan.repeats
     points = drafts * len(plan.ks)
     total = 0.0
     for batch in plan.batch_sizes:
         step = step_seconds(decode, batch, context)
         if step is None:
             return None
+        warm = plan.warmup * plan.max_new_tokens * step  # a warm-up decodes one batch
         set_run = math.ceil(len(prompts) / batch) * plan.max_new_tokens * step
-        sweep = 2 * points if paired else points + 1  # unpaired: the target's once
-        confirmation = 2 * (plan.warmup + CONFIRM_FACTOR * plan.repeats)  # both sides afresh
-        total += (sweep * runs_per_timing + confirmation) * set_run
+        sweep = (points + 1) * (warm + plan.repeats * set_run)  # the target's runs shared
+        confirmation = 2 * (warm + CONFIRM_FACTOR * plan.repeats * set_run)  # both afresh
+        total += sweep + confirmation
     return total
 
 
-def fit(plan: Any, decode: list[Any], drafts: int, paired: bool, budget_s: float) -> Costed:
+def fit(plan: Any, decode: list[Any], drafts: int, budget_s: float) -> Costed:
     """Cut `plan` (in place) until its estimate fits `budget_s`, saying what was cut."""
 
     def cost() -> float | None:
-        return estimate(plan, decode, drafts, paired)
+        return estimate(plan, decode, drafts)
 
     first = cost()
     if first is None:
@@ -81,8 +82,7 @@ def fit(plan: Any, decode: list[Any], drafts: int, paired: bool, budget_s: float
 
 def for_context(context: Any, plan: Any, drafts: int) -> Costed:
     """The plan costed for this run, and cut to its budget where it has one (CUDA)."""
-    paired = not context.device.startswith("cuda")
     decode = context.profile.decode
     if context.budget_s is not None:
-        return fit(plan, decode, drafts, paired, context.budget_s)
-    return Costed(estimate(plan, decode, drafts, paired) or 0.0)
+        return fit(plan, decode, drafts, context.budget_s)
+    return Costed(estimate(plan, decode, drafts) or 0.0)

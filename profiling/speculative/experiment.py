@@ -6,8 +6,10 @@ exact greedy loop (`profiling.speculative.loop`) decodes the fixed prompt set
 and reports acceptance, tokens per target pass, phase costs, and end-to-end
 tokens/s against the target's own greedy decode of the same prompts, timed
 the same way at the same batch: on a CPU sample by sample interleaved with the
-speculative runs (so drifting load from other processes hits both alike), on
-a GPU once per batch size and reused for every draft and K (`sweep.Timings`).
+speculative runs (so drifting load from other processes hits both alike; each
+round's one run of the target alone pairs with every draft and K of the batch
+size), on a GPU once per batch size and reused for every draft and K
+(`sweep.Timings`).
 Its output is checked against that baseline in every run, with the dtype's
 numerics in mind (`SweepPoint.matches_baseline`, `exactness`). Draft and
 verify costs are per pass after the first, which also prefills the prompt.
@@ -36,7 +38,7 @@ from profiling.measure.timing import Clock, clock_for
 from profiling.model.prompts import PromptSet, load_prompts
 from profiling.options import FULL_KS, QUICK_KS
 from profiling.speculative import budget
-from profiling.speculative.report import best_at, best_k, finding, warnings_for
+from profiling.speculative.report import best_at, best_k, finding, timing_note, warnings_for
 from profiling.speculative.results import (
     ACCEPTANCE_CONVENTION,
     PROMPT_LOOKUP,
@@ -120,6 +122,7 @@ def run_speculative(
     repeats: int = 3,
     target_name: str = "",
     trace_k: int | None = None,
+    compiled: dict[str, Any] | None = None,
 ) -> SpeculativeResult:
     """Measure speculative decoding of `target` with `draft` and/or prompt lookup.
 
@@ -129,7 +132,9 @@ def run_speculative(
     memory are measured. Without a target tokenizer, prompts become seeded
     random token ids of similar length. `clock` defaults to the device's clock
     (`profiling.measure.timing.clock_for`); the trace uses `trace_k`, or the best K
-    at batch 1.
+    at batch 1. `compiled` holds the target's compiled forward where the baseline's
+    decode path compiles it (`profiling.measure.decode_path`), so the verify-cost
+    passes reuse it.
     """
     from profiling.speculative.sweep import encode_prompts
 
@@ -139,6 +144,7 @@ def run_speculative(
     prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(0, list(prompts))
     ids = encode_prompts(target_tokenizer, prompt_set.prompts, _vocab_size(target))
     job = _Job(target, draft, ids, max_new_tokens, clock or clock_for(device), warmup, repeats)
+    job.compiled = {} if compiled is None else compiled
     job.timings.paired = not device.startswith("cuda")  # a GPU is not shared: time once
     tick = ticker(progress, PHASE, _units(ks, batch_sizes, draft, prompt_lookup, config_only))
     result = SpeculativeResult(
@@ -159,6 +165,7 @@ def run_speculative(
         result.confirmations = job.confirm(result.sweeps, prompt_lookup, tick)
         _add_trace(result, job, target_tokenizer, prompt_set.prompts, trace_k)
     result.finding = finding(result)
+    result.timing_note = timing_note(result)
     result.warnings = warnings_for(result)
     return result
 
@@ -240,6 +247,7 @@ class _Job:
         self.max_new_tokens, self.clock = max_new_tokens, clock
         self.warmup, self.repeats = warmup, repeats
         self.eos = _eos_ids(target)
+        self.compiled: dict[str, Any] = {}  # the target's compiled forward, as the baseline's
         from profiling.speculative.sweep import Timings
 
         self.timings = Timings(True, warmup, repeats)
@@ -247,15 +255,17 @@ class _Job:
     def verify_cost(
         self, ks: list[int], batch_size: int, tick: Callable[[str], None]
     ) -> list[VerifyCostPoint]:
-        from profiling.speculative.sweep import batches_of, verify_cost_curve
+        from profiling.speculative.sweep import batches_of
+        from profiling.speculative.verify_cost import verify_cost_curve
 
         batch = batches_of(self.prompt_ids, batch_size)[0]
         draft_model = self.draft.model if self.draft else None
         # Single passes are short: take more samples than a whole-set run needs.
         repeats = max(5, 2 * self.repeats)
         points = verify_cost_curve(
-            self.target, draft_model, batch, ks, clock=self.clock, repeats=repeats
-        )
+            self.target, draft_model, batch, ks, clock=self.clock, repeats=repeats,
+            compiled=self.compiled,
+        )  # fmt: skip
         tick(f"verify cost at batch {batch_size}")
         return points
 
@@ -279,13 +289,16 @@ class _Job:
         for batch_size in batch_sizes:
             batches = batches_of(self.prompt_ids, batch_size)
             decoder = SetDecoder(self.target, batches, self.max_new_tokens, self.eos, self.clock)
-            for name, factory in self.drafters(lookup):
-                for k in ks:
-                    timed, baseline = self.timings.time(decoder, factory, k)
-                    points.append(sweep_point(
-                        name, k, batch_size, timed, baseline, decoder, self.timings.paired
-                    ))  # fmt: skip
-                    tick(f"{name}, K={k}, batch {batch_size}: {points[-1].speedup:.2f}x")
+            named = [(name, k, factory) for name, factory in self.drafters(lookup) for k in ks]
+            timed, baseline = self.timings.time_all(
+                decoder,
+                [(f, k) for _, k, f in named],
+                lambda message, b=batch_size: tick(f"batch {b}, every draft and K: {message}"),
+            )
+            for (name, k, _), spec in zip(named, timed, strict=True):
+                points.append(sweep_point(
+                    name, k, batch_size, spec, baseline, decoder, self.timings.paired
+                ))  # fmt: skip
         return points
 
     def confirm(
@@ -389,6 +402,7 @@ def run_for_context(
         config_only=loaded.info.config_only,
         clock=context.clock,
         target_name=loaded.info.name,
+        compiled=context.compiled,
     )
     record(result, costed, context.budget_s, "the sweep")
     return result

@@ -69,6 +69,27 @@ def _cost_finding(result: SpeculativeResult) -> str:
     )
 
 
+def timing_note(result: SpeculativeResult) -> str:
+    """Why the sweep's tok/s differ from the baseline's decode steps, and where they agree."""
+    path = next((p.path for p in result.verify_cost if p.path), "")
+    on_path = f" ({path})" if path else ""
+    verify = (
+        "The verify cost (one target pass over K+1 tokens against one token) runs on the "
+        f"baseline's decode path{on_path}, so its one-token step is the baseline's decode step "
+        "at the same batch and context."
+    )
+    if not result.sweeps:
+        return verify
+    return verify + (
+        " The sweep's throughputs time our own speculative loop end to end over the whole "
+        "prompt set, the target alone and with speculation alike, each batch's prefill "
+        "included, on a dynamic KV cache that rolls rows back one by one (a static cache "
+        "cannot drop a different number of refused tokens per row); rows that end early "
+        "leave their batch smaller. They are compared only with each other, not with the "
+        "baseline's decode steps."
+    )
+
+
 def warnings_for(result: SpeculativeResult) -> list[str]:
     """Outputs that differ one by one (beyond rounding: a finding; within it: said so);
     noisy timings summed up in one line."""

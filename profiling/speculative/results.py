@@ -109,6 +109,10 @@ class VerifyCostPoint:
     speedup_bound: float
     draft_token_seconds: Samples | None = None  # one draft step at the same batch and context
     speedup_bound_with_draft: float | None = None
+    # The baseline's decode path the passes ran on (profiling.measure.decode_path) and
+    # why it is not the fastest; "" in results from before the passes ran there.
+    path: str = ""
+    path_reason: str = ""
 
 
 @dataclass
@@ -142,6 +146,9 @@ class SpeculativeResult:
     trace_k: int = 0
     trace_prompt: str = ""
     finding: str = ""
+    # Which cache and path each timing ran on, and why the sweep's figures differ from
+    # the baseline's decode steps (`report.timing_note`).
+    timing_note: str = ""
     warnings: list[str] = field(default_factory=list)
     # Costed before it ran (profiling.speculative.budget): the sweep's estimated
     # seconds, the budget it was given (None: none, on CPU) and what was cut to fit.

@@ -7,7 +7,9 @@ deterministic); phase costs and end-to-end time are sampled per run.
 
 On a CPU, whatever is compared is timed interleaved, sample by sample (the
 target alone, then with speculation; one token, then K+1): on a shared machine
-load drifts over minutes, and pairing cancels most of it. On a GPU (a device
+load drifts over minutes, and pairing cancels most of it. The sweep times a
+batch size's every draft and K in rounds after one run of the target alone,
+which pairs with all of them (`round_robin`). On a GPU (a device
 of its own) the target alone is timed once per batch size and reused for every
 draft and K, which halves the sweep (`Timings`); its interval is then
 resampled unpaired.
@@ -25,8 +27,7 @@ from profiling.measure.timing import Clock
 from profiling.results import Samples
 from profiling.speculative.drafting import Drafter
 from profiling.speculative.loop import LoopRun, StepRecord, speculative_generate
-from profiling.speculative.results import SweepPoint, TraceStep, VerifyCostPoint
-from profiling.speculative.stream import KVStream
+from profiling.speculative.results import SweepPoint, TraceStep
 
 DrafterFactory = Callable[[int], Drafter]  # batch size -> a fresh drafter
 # Token ids for models without a tokenizer: about four characters per token.
@@ -94,6 +95,17 @@ class SetDecoder:
     clock: Clock
 
     def run(self, factory: DrafterFactory | None, k: int) -> SetRun:
+        return self._run(factory, k, self.batches)
+
+    def warm(self, factory: DrafterFactory | None, k: int) -> None:
+        """A warm-up: the set's first batch decoded the same way, untimed. It runs every
+        step of the loop (draft, verify, roll back, rows leaving) at this batch size;
+        the rest of the set would repeat those steps over other prompts."""
+        self._run(factory, k, self.batches[:1])
+
+    def _run(
+        self, factory: DrafterFactory | None, k: int, batches: list[list[list[int]]]
+    ) -> SetRun:
         loops = [
             speculative_generate(
                 self.target,
@@ -104,7 +116,7 @@ class SetDecoder:
                 eos_token_ids=self.eos_token_ids,
                 clock=self.clock,
             )
-            for batch in self.batches
+            for batch in batches
         ]
         return SetRun(loops)
 
@@ -119,8 +131,8 @@ def paired_set_runs(
     ratio stays honest on a shared machine.
     """
     for _ in range(warmup):
-        decoder.run(None, 0)
-        decoder.run(factory, k)
+        decoder.warm(None, 0)
+        decoder.warm(factory, k)
     spec: list[SetRun] = []
     base: list[SetRun] = []
     base_s, spec_s = [], []
@@ -135,12 +147,63 @@ def set_runs(
 ) -> Timed:
     """One side alone: the target (`factory` None) or the speculative loop."""
     for _ in range(warmup):
-        decoder.run(factory, k)
+        decoder.warm(factory, k)
     runs: list[SetRun] = []
     seconds = [
         decoder.clock.time(lambda: runs.append(decoder.run(factory, k))) for _ in range(repeats)
     ]
     return Timed(Samples(seconds), runs)
+
+
+def round_robin(
+    decoder: SetDecoder,
+    configs: list[tuple[DrafterFactory, int]],
+    *,
+    warmup: int,
+    repeats: int,
+    tick: Callable[[str], None] | None = None,
+) -> tuple[list[Timed], Timed]:
+    """(speculative per config, baseline): every draft and K of one batch size timed in
+    rounds, each round the target alone first, then each config once.
+
+    The i-th sample of every config is paired with the i-th of the target alone,
+    taken in the same round (seconds apart, where load drifts over minutes), so
+    the target's own runs are shared by every point of the batch size instead of
+    being repeated beside each one. Every config is warmed up, as is the target.
+    `tick` is called once per config, spread over the rounds.
+    """
+    rounds = warmup + repeats
+    ticks = _spread(len(configs), rounds * len(configs), tick)
+    for number in range(1, warmup + 1):
+        decoder.warm(None, 0)
+        for factory, k in configs:
+            decoder.warm(factory, k)
+            ticks(f"warm-up round {number} of {rounds}")
+    base: list[SetRun] = []
+    spec: list[list[SetRun]] = [[] for _ in configs]
+    base_s: list[float] = []
+    spec_s: list[list[float]] = [[] for _ in configs]
+    for number in range(warmup + 1, rounds + 1):
+        base_s.append(decoder.clock.time(lambda: base.append(decoder.run(None, 0))))
+        for (factory, k), runs, seconds in zip(configs, spec, spec_s, strict=True):
+            seconds.append(
+                decoder.clock.time(lambda f=factory, k=k, r=runs: r.append(decoder.run(f, k)))
+            )
+            ticks(f"timed round {number} of {rounds}")
+    timed = [Timed(Samples(s), r) for s, r in zip(spec_s, spec, strict=True)]
+    return timed, Timed(Samples(base_s), base)
+
+
+def _spread(count: int, calls: int, tick: Callable[[str], None] | None) -> Callable[[str], None]:
+    """A callback for `calls` calls that passes `count` of them on to `tick`, evenly."""
+    made = [0]
+
+    def call(message: str) -> None:
+        made[0] += 1
+        if tick is not None and made[0] * count // calls > (made[0] - 1) * count // calls:
+            tick(message)
+
+    return call
 
 
 @dataclass
@@ -152,6 +215,25 @@ class Timings:
     warmup: int
     repeats: int
     baselines: dict[int, Timed] = field(default_factory=dict)  # by batch size
+
+    def time_all(
+        self,
+        decoder: SetDecoder,
+        configs: list[tuple[DrafterFactory, int]],
+        tick: Callable[[str], None],
+    ) -> tuple[list[Timed], Timed]:
+        """(speculative per config, baseline) for every draft and K of one batch size:
+        paired in rounds (`round_robin`), or each config after the target's own timing.
+        `tick` is called once per config."""
+        if self.paired:
+            return round_robin(
+                decoder, configs, warmup=self.warmup, repeats=self.repeats, tick=tick
+            )
+        timed = []
+        for factory, k in configs:
+            timed.append(self.time(decoder, factory, k)[0])
+            tick(f"K={k} timed")
+        return timed, self.baselines[len(decoder.batches[0])]
 
     def time(self, decoder: SetDecoder, factory: DrafterFactory, k: int) -> tuple[Timed, Timed]:
         """(speculative, baseline) for one draft and K."""
@@ -252,82 +334,3 @@ def trace_steps(records: list[StepRecord], tokenizer: Any | None) -> list[TraceS
         )
         for r in records
     ]
-
-
-@torch.inference_mode()
-def verify_cost_curve(
-    target: torch.nn.Module,
-    draft: torch.nn.Module | None,
-    batch: list[list[int]],
-    ks: list[int],
-    *,
-    clock: Clock,
-    repeats: int,
-) -> list[VerifyCostPoint]:
-    """One target pass over K+1 tokens vs one over a single token, after the batch's prompts.
-
-    Each sample feeds the tokens and rolls them back, so every sample sees
-    the same context; for each K the passes are timed in turn, repeat by
-    repeat, so load drifting over time hits all of them alike. With a draft
-    model its one-token step is timed too: drafting K tokens costs K of them.
-    """
-    stream = _prefilled(target, batch)
-    draft_stream = _prefilled(draft, batch) if draft is not None else None
-    points = []
-    for k in ks:
-        passes = [_pass(stream, batch, 1), _pass(stream, batch, k + 1)]
-        if draft_stream is not None:
-            passes.append(_pass(draft_stream, batch, 1))
-        one, verify, *drafted = interleaved(clock, passes, repeats)
-        ratio = median_ratio(verify, one)
-        with_draft = None
-        if drafted:
-            with_draft = (k + 1) / (ratio + k * median_ratio(drafted[0], one))
-        points.append(
-            VerifyCostPoint(
-                k=k,
-                batch_size=len(batch),
-                context_tokens=max(len(p) for p in batch),
-                one_token_seconds=one,
-                verify_seconds=verify,
-                cost_ratio=ratio,
-                speedup_bound=(k + 1) / ratio,
-                draft_token_seconds=drafted[0] if drafted else None,
-                speedup_bound_with_draft=with_draft,
-            )
-        )
-    return points
-
-
-def interleaved(clock: Clock, fns: list[Callable[[], Any]], repeats: int) -> list[Samples]:
-    """Warm each function up once, then time them in turn `repeats` times."""
-    for fn in fns:
-        fn()
-    seconds: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeats):
-        for kept, fn in zip(seconds, fns, strict=True):
-            kept.append(clock.time(fn))
-    return [Samples(s) for s in seconds]
-
-
-def median_ratio(numerator: Samples, denominator: Samples) -> float:
-    """Median of the sample-by-sample ratios of two interleaved measurements."""
-    pairs = zip(numerator.samples, denominator.samples, strict=True)
-    return Samples([a / b for a, b in pairs]).median
-
-
-def _prefilled(model: torch.nn.Module, batch: list[list[int]]) -> KVStream:
-    stream = KVStream(model, len(batch), model.device)
-    stream.feed(batch)
-    return stream
-
-
-def _pass(stream: KVStream, batch: list[list[int]], width: int) -> Callable[[], None]:
-    """One pass over `width` new tokens per row, rolled back so the context stays put."""
-    chunks = [(p * width)[-width:] for p in batch]  # real token ids; their values do not matter
-
-    def one_pass() -> None:
-        stream.feed(chunks, logits_to_keep=width)
-        stream.drop([width] * len(chunks))
-
-    return one_pass

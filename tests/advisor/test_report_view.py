@@ -112,6 +112,16 @@ def test_random_weights_show_the_verify_cost_banner(browser, spec_result):
     assert "only the verify-cost curve" in html
 
 
+def test_the_page_says_which_path_the_speculative_timings_ran_on(browser, spec_result):
+    # A result stored before the verify cost ran on the baseline's path has no note.
+    assert "timing_note" not in spec_result["speculative"]
+    assert 'id="spec-timing-note"' not in report_html(browser, spec_result)
+    spec_result["speculative"]["timing_note"] = "The verify cost runs on the <static> path."
+    html = report_html(browser, spec_result)
+    assert 'id="spec-timing-note"' in html
+    assert escape("The verify cost runs on the <static> path.") in html
+
+
 def test_a_report_without_quantization_has_no_such_section(browser, demo_result):
     html = report_html(browser, demo_result)
     assert 'id="quantization"' not in html and "chart-quantization" not in html

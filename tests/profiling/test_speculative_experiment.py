@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 import torch
 
+from profiling.measure.decode_path import CPU_REASON
 from profiling.model.prompts import PromptSet, load_prompts
 from profiling.speculative import experiment as speculative
 from profiling.speculative.results import SpeculativeResult
@@ -81,22 +82,58 @@ def test_result_has_the_documented_shape_and_round_trips(tiny) -> None:
     assert len(data["verify_cost"]) == 4 and progress[-1] == 1.0 and progress == sorted(progress)
 
 
-def test_on_a_gpu_the_target_alone_is_timed_once_per_batch_and_reused(tiny) -> None:
-    """Paired (CPU): every point times its own baseline beside it. GPU: one baseline
-    timing per batch size, the same samples behind every draft and K of the sweep. The
-    confirmation times both sides afresh, with twice the sweep's repeats."""
+def test_a_warm_up_decodes_the_sets_first_batch_and_a_timed_run_all_of_them(tiny) -> None:
+    from profiling.speculative.drafting import PromptLookupDrafter
+    from profiling.speculative.sweep import SetDecoder, batches_of
+
+    batches = batches_of([[5, 6, 7, 5, 6], [8, 9, 8], [10, 11, 12, 10]], 1)
+    decoder = SetDecoder(tiny["target"], batches, 4, [], FakeClock())
+    made: list[int] = []
+
+    def factory(rows: int) -> PromptLookupDrafter:
+        made.append(rows)
+        return PromptLookupDrafter()
+
+    decoder.warm(factory, 2)
+    assert made == [1]  # one drafter: one batch of one row
+    assert len(decoder.run(factory, 2).outputs) == 3 and made == [1, 1, 1, 1]
+
+
+class OrderClock:
+    """Runs the function and returns how many timings had ended when it ended: the
+    samples then say in which order everything was timed."""
+
+    def __init__(self) -> None:
+        self.ended = 0
+
+    def time(self, fn: Any) -> float:
+        fn()
+        self.ended += 1
+        return float(self.ended)
+
+
+def test_the_target_alone_is_timed_once_per_batch_and_shared_by_every_point(tiny) -> None:
+    """One timing of the target alone per batch size, the same samples behind every draft
+    and K of the sweep; on a CPU taken in rounds, each round the target first and then
+    every point once, so each point's i-th sample pairs with a run of the target taken
+    just before it. The confirmation times both sides afresh, with twice the sweep's
+    repeats."""
     for device, paired in (("cpu", True), ("cuda", False)):
-        result = small_run(tiny, device=device, trace_k=1)
+        result = small_run(tiny, device=device, trace_k=1, clock=OrderClock(), repeats=3)
         assert all(p.paired is paired for p in result.sweeps + result.confirmations)
         for batch in (1, 2):
             at = [p for p in result.sweeps if p.batch_size == batch]
-            timings = {id(p.baseline_seconds) for p in at}
-            assert len(timings) == (len(at) if paired else 1), (device, batch)
+            assert len(at) == 4 and len({id(p.baseline_seconds) for p in at}) == 1, device
+            base = at[0].baseline_seconds.samples
+            if paired:
+                for point in at:
+                    for i, sample in enumerate(point.seconds.samples):
+                        assert base[i] < sample < (base[i + 1] if i + 1 < len(base) else 1e9)
+            else:
+                assert max(base) < min(min(p.seconds.samples) for p in at)
             again = next(p for p in result.confirmations if p.batch_size == batch)
-            assert id(again.baseline_seconds) not in timings
-            sweep_n = len(at[0].seconds.samples)
-            assert len(again.seconds.samples) == 2 * sweep_n
-            assert len(again.baseline_seconds.samples) == 2 * sweep_n
+            assert again.baseline_seconds.samples != base
+            assert len(again.seconds.samples) == len(again.baseline_seconds.samples) == 6
 
 
 def test_config_only_measures_the_verify_cost_curve_and_says_acceptance_is_meaningless(
@@ -161,6 +198,7 @@ def test_run_for_context_loads_the_named_draft_and_returns_its_typed_result(tiny
         progress=lambda phase, fraction, message: None,
         profile=SimpleNamespace(decode=[decode_point(1, 64, 0.004), decode_point(2, 64, 0.005)]),
         budget_s=None,
+        compiled={},  # the baseline's compiled forward: none on a CPU
     )
     result = speculative.run_for_context(context, draft_name=str(tmp_path / "draft"), ks=[2])
     assert isinstance(result, SpeculativeResult)
@@ -176,6 +214,10 @@ def test_run_for_context_loads_the_named_draft_and_returns_its_typed_result(tiny
     # Costed before it ran, from the decode steps it was given; no budget on a CPU.
     assert data["planned_seconds"] > 0 and data["budget_seconds"] is None
     assert data["trimmed"] == []
+    # The verify cost ran on the baseline's CPU decode path, and the page says why the
+    # sweep's own timings differ from the baseline's decode steps.
+    assert {(p["path"], p["path_reason"]) for p in data["verify_cost"]} == {("static", CPU_REASON)}
+    assert "static" in result.timing_note and "dynamic KV cache" in result.timing_note
 
 
 def sweep(k: int, batch_size: int, speedup: float, accepted: int = 10) -> Any:
