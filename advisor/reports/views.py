@@ -26,6 +26,7 @@ from advisor.reports import (
     advice,
     caching,
     charts,
+    deployments,
     engine,
     parallel,
     predictions,
@@ -81,6 +82,9 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "model_rows": model_rows(profile),
         **technique_sections(profile),
         "engine": engine.section_context(profile.engine, profile.advice),
+        "deployments": deployments.section_context(
+            getattr(profile.advice, "deployments", None)  # the search's dict, where it ran
+        ),
     }
     context.update(_advice_sections(job, profile, context, query))
     context["folds"] = summary.section_findings(profile, context)
