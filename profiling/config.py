@@ -103,9 +103,11 @@ class Hardware:
     tp: int | None = OPTIONS["tp"].default
     pp: int | None = OPTIONS["pp"].default
     replicas: int | None = OPTIONS["replicas"].default
+    gpu_hourly_usd: float | None = OPTIONS["gpu_hourly_usd"].default
 
     def validate(self) -> None:
-        for name in ("gpu_count", "weights", "kv_cache", "tp", "pp", "replicas"):
+        names = ("gpu_count", "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd")
+        for name in names:
             _check_option(name, getattr(self, name))
         if self.layout() is None and self.fixed_layout:
             tp, pp, replicas = self.tp or 1, self.pp or 1, self.replicas

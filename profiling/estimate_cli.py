@@ -84,7 +84,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--spec-acceptance {acceptance}: give a share from 0 to below 1")
     advice, points = estimate_report(
         shapes, gpu, args.gpu_count, dtype, workload, args.stated_bottleneck,
-        spec_acceptance=acceptance, deployment=deployment,
+        spec_acceptance=acceptance, deployment=deployment, model=args.model,
     )  # fmt: skip
     layout = deployment.layout()
     return {
@@ -97,12 +97,14 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
             "weights": deployment.weights,
             "kv_cache": deployment.kv_cache,
             "layout": dict(zip(("tp", "pp", "replicas"), layout, strict=True)) if layout else None,
+            "gpu_hourly_usd": deployment.gpu_hourly_usd,
         },  # fmt: skip
         "dtype": dtype,
         "workload": vars(workload),
         "stated_bottleneck": args.stated_bottleneck,
         "advice": advice.to_dict(),
         "predictions": [p.to_dict() for p in points],
+        "deployments": advice.deployments,
     }
 
 
@@ -118,7 +120,62 @@ def render(report: dict[str, Any]) -> str:
     ]
     points = [PredictionPoint.from_dict(p) for p in report["predictions"]]
     lines += render_predictions(points) + render_advice(Advice.from_dict(report["advice"]))
+    lines += render_deployments(report.get("deployments"))
     return "\n".join(lines)
+
+
+def render_deployments(found: dict[str, Any] | None) -> list[str]:
+    """The searched configurations, ranked, with their capacity, cost and command."""
+    if not found:
+        return []
+    targets = ", ".join(f"{k.removesuffix('_ms').upper()} {v:g} ms"
+                        for k, v in found["targets"].items() if v)  # fmt: skip
+    price = (f"${found['gpu_hourly_usd']:g}/GPU-hour: {found['price_source']}"
+             if found["gpu_hourly_usd"] is not None else found["price_source"])  # fmt: skip
+    where = f"{found['gpu_count']}× {found['gpu']}"
+    lines = ["", f"Deployments ({where}; targets: {targets or 'none'}; {price})"]
+    for i, row in enumerate(found["configurations"]):
+        mark = "→" if i == found["pick"] else ("+" if i == found["more_hardware"] else " ")
+        more = "" if row["on_your_gpus"] else "with more hardware: "
+        met = {True: "meets", False: "misses", None: "no target"}[row["meets"]]
+        lines.append(
+            f" {mark} {i + 1}. {more}{row['name']} ({row['gpus']}× GPU) [{row['basis']}, {met}, "
+            f"{row['changes']} change{'s' if row['changes'] != 1 else ''}]: "
+            f"TPOT p90 {row['tpot_p90_seconds'] * 1e3:.3g} ms, TTFT p90 "
+            f"{row['ttft_p90_seconds'] * 1e3:.3g} ms, {row['throughput_tokens_per_second']:,.0f} "
+            f"tok/s ({row['per_gpu_tokens_per_second']:,.0f} per GPU)"
+        )
+        lines += _deployment_details(row)
+    return lines + [f"   {note}" for note in found["notes"]]
+
+
+def _needs(cost: dict[str, Any]) -> str:
+    hours = cost.get("gpu_hours_per_day_at_capacity")
+    return f" ({hours:.3g} at capacity for your traffic)" if hours else ""
+
+
+def _deployment_details(row: dict[str, Any]) -> list[str]:
+    out = []
+    if row["capacity"]["users"] is not None:
+        cap = row["capacity"]
+        out.append(f"      {row['headroom']} "
+                   f"({cap['goodput_tokens_per_second']:,.0f} tok/s goodput there)")  # fmt: skip
+    cost = row["cost"]
+    if cost["usd_per_million_output_tokens"] is not None:
+        at_cap = cost["usd_per_million_at_capacity"]
+        out.append(f"      ${cost['usd_per_million_output_tokens']:.3g} per million output tokens "
+                   f"at your load" + (f", ${at_cap:.3g} at capacity" if at_cap else "")
+                   + f"; {cost['gpu_hours_per_day']:g} GPU-hours a day" + _needs(cost))  # fmt: skip
+    else:
+        out.append(f"      no price; {cost['gpu_hours_per_day']:g} GPU-hours a day{_needs(cost)}")
+    if row["quality_risk"]:
+        out.append(f"      quality: {row['quality_risk']}")
+    out += [f"      {note}" for note in row.get("notes", [])]
+    if row["command"] and row["command"].get("text"):
+        out.append(f"      $ {row['command']['text']}")
+    elif row["command"] and row["command"].get("unavailable"):
+        out.append(f"      no command: {row['command']['unavailable']}")
+    return out
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

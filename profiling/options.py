@@ -186,6 +186,11 @@ DEPLOYMENT = (
     Option("replicas", "hardware", INT, None, "Replicas",
            "Optional: copies of the engine behind a load balancer, the load split evenly.",
            "--replicas", low=1, high=1024, unit="copies", optional=True),
+    Option("gpu_hourly_usd", "hardware", FLOAT, None, "GPU price per hour",
+           "Optional: what one GPU costs you per hour, in US dollars, for the cost per "
+           "million tokens. None: the catalog's on-demand price, where it has one.",
+           "--gpu-hourly-usd", low=0.001, high=10_000, unit="USD/hour", optional=True,
+           metavar="USD"),
 )
 # fmt: on
 

@@ -99,6 +99,7 @@ class JobForm(forms.ModelForm):
     requests = form_field(OPTIONS["requests"])
     weights = form_field(OPTIONS["weights"])
     kv_cache = form_field(OPTIONS["kv_cache"])
+    gpu_hourly_usd = form_field(OPTIONS["gpu_hourly_usd"])
     tp = form_field(OPTIONS["tp"])
     pp = form_field(OPTIONS["pp"])
     replicas = form_field(OPTIONS["replicas"])

@@ -1,8 +1,5 @@
-"""The advice and the predictions of a profile, or of an analytic estimate.
-
-    advise_profile(profile, shapes)        -> Advice (basis "measured")
-    profile_predictions(profile, shapes)   -> [PredictionPoint]
-    estimate_report(shapes, gpu, ...)           -> (Advice, [PredictionPoint]), all "estimated"
+"""The advice and the predictions of a profile, or of an analytic estimate
+(`advise_profile`, `profile_predictions`; `estimate_report`, all "estimated").
 
 Predictions of a profile: every measured prefill and decode point predicted
 by a fit that left it out (`calibrated`); the weight and KV bytes from the
@@ -16,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiling.advice import deployments
 from profiling.advice.bottleneck import classify, label, prompt_reuse
 from profiling.advice.missing import missing
 from profiling.advice.stability import close_call, near_the_bar
@@ -45,8 +43,9 @@ from profiling.techniques import TECHNIQUES
 from profiling.units import size
 
 RANKING = (
-    "recommendations acting on the bottleneck first; among those, measured ones before "
-    "estimated stand-ins; then by expected gain: the factor by which the figure they act on "
+    "changes to the GPUs you have before more GPUs; recommendations acting on the "
+    "bottleneck first; among those, the ones meeting your targets, then measured ones "
+    "before estimated stand-ins; then by expected gain: the factor by which the figure they act on "
     "improves (TPOT, TTFT, or requests that fit; making the workload fit counts as 10×)"
 )
 
@@ -56,11 +55,15 @@ def advise(
     ran: Experiments | None = None,
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
     engine: EngineResult | None = None,
+    deployment: Hardware | None = None,
+    model: str = "",
 ) -> Advice:
     """The advice from the figures and what each technique's experiment found (`ran`;
     none for an estimate): every technique's rule in the registry, ranked. Where the
-    serving engine measured a technique (`engine`), its figures decide it."""
+    serving engine measured a technique (`engine`), its figures decide it. The deployment
+    search (`deployment`: the user's GPUs and how they serve now) ranks the configurations."""
     ran = ran or Experiments()
+    found = deployments.search(facts, model, deployment, ran.speculative, engine, ran.quantization)
     bottleneck, numbers = classify(facts, ran, tolerance)
     recommendations: list[Recommendation] = []
     refused: list[NotRecommended] = []
@@ -75,8 +78,9 @@ def advise(
         for outcome in outcomes:
             bucket = recommendations if isinstance(outcome, Recommendation) else refused
             bucket.append(outcome)  # type: ignore[arg-type]
-    recommendations = rank(recommendations, bottleneck)
+    recommendations = rank(recommendations, bottleneck, facts.workload)
     notes = [n for n in (close_call(recommendations), near_the_bar(recommendations)) if n]
+    notes += [deployments.headline(found)] if found and found.first else []
     reason = why(bottleneck, facts, ran)
     agrees, note = agreement(facts, bottleneck, reason)
     if by_engine and engine is not None:
@@ -100,6 +104,7 @@ def advise(
         quality_tolerance=tolerance,
         ranking=RANKING,
         notes=notes,
+        deployments=found.to_dict() if found else None,
     )
 
 
@@ -160,12 +165,13 @@ def _against(stated: str, facts: Facts) -> str:
     )
 
 
-def rank(recommendations: list[Recommendation], bottleneck: str) -> list[Recommendation]:
-    """Those acting on the bottleneck first; measured before estimated (an estimate has
-    no repeats and no quality check behind it); then the larger expected gain."""
-    return sorted(
-        recommendations, key=lambda r: (r.serves != bottleneck, r.basis != MEASURED, -r.gain)
-    )
+def rank(
+    recommendations: list[Recommendation], bottleneck: str, workload: Workload | None = None
+) -> list[Recommendation]:
+    """On the user's GPUs first; acting on the bottleneck; meeting the targets; measured
+    before estimated (an estimate has no repeats and no quality check behind it); then
+    the larger expected gain (`profiling.advice.deployments.rank`)."""
+    return deployments.rank(recommendations, bottleneck, workload)
 
 
 # -- a profile ------------------------------------------------------------------
@@ -177,7 +183,9 @@ def advise_profile(
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
 ) -> Advice:
     """The advice for a profile; raises ValueError when it has no verdict."""
-    return advise(facts_of(profile, shapes), profile.experiments, tolerance, profile.engine)
+    facts = facts_of(profile, shapes)
+    hardware, model = profile.config.hardware, profile.config.model
+    return advise(facts, profile.experiments, tolerance, profile.engine, hardware, model)
 
 
 def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
@@ -200,6 +208,7 @@ def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
         device=env.device,
         gpu=gpu_of(config.hardware.gpu_kind or env.gpu_kind),
         gpu_count=config.hardware.gpu_count,
+        measured_gpu=env.gpu_kind,
         ttft_seconds=verdict.ttft_ms / 1e3,
         tpot_seconds=verdict.tpot_ms / 1e3,
         prefill_share=verdict.prefill_share,
@@ -376,6 +385,7 @@ def estimate_report(
     tolerance: QualityTolerance = DEFAULT_TOLERANCE,
     spec_acceptance: float | None = None,
     deployment: Hardware | None = None,
+    model: str = "",
 ) -> tuple[Advice, list[PredictionPoint]]:
     """Advice and projected figures from shapes and the datasheet alone (no measurement);
     `spec_acceptance`: the draft's acceptance per token, where the user knows it;
@@ -388,4 +398,4 @@ def estimate_report(
     )
     where = f"{gpu_count}× {gpu.key}"
     points = projection_points(projection, workload, where, ESTIMATED, None, rates.note)
-    return advise(facts, None, tolerance), points
+    return advise(facts, None, tolerance, deployment=deployment, model=model), points

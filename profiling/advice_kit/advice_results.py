@@ -71,6 +71,11 @@ class Recommendation:
     # The report's figures already include it (an engine default such as vLLM's prefix
     # caching): its "after" is the report's figure, its "before" the figure without it.
     already_on: bool = False
+    # Whether it meets the user's TTFT and TPOT targets (None: no target, or not known);
+    # a technique whose own figures say it cannot meet them is False.
+    meets_targets: bool | None = None
+    # It needs GPUs beyond the user's: ranked after every change to what they have.
+    more_hardware: bool = False
 
 
 @dataclass
@@ -115,6 +120,9 @@ class Advice:
     quality_tolerance: QualityTolerance
     ranking: str = ""  # how the recommendations are ordered, in words
     notes: list[str] = field(default_factory=list)
+    # The search over deployable configurations (`profiling.projection.deployments`'s
+    # `Deployments.to_dict()`), where the deployment GPU is known.
+    deployments: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)

@@ -53,6 +53,10 @@ class Facts:
     queue_share: float = 0.0  # of one request's end-to-end time, waiting to be scheduled
     served: Served | None = None  # the simulated engine at the user's concurrency (estimates)
     spec_acceptance: float | None = None  # per drafted token, as the user gave it (estimates)
+    # Whether some configuration of the user's GPUs meets the targets (the deployment
+    # search's answer; None: not searched, or no target).
+    meets_on_your_gpus: bool | None = None
+    measured_gpu: str | None = None  # the catalog key of the GPU a profile measured on
 
     @property
     def measured(self) -> bool:

@@ -245,6 +245,9 @@ def disaggregation_recommendation(
         basis=basis,
         serves="generation",
         gain=gain,
+        # Its own section says whether decode alone meets the TPOT target: where it does
+        # not, separating the phases cannot meet it, and it ranks after what can.
+        meets_targets=False if d.alone_meets_tpot is False else None,
     )
 
 

@@ -95,13 +95,23 @@ def _more_gpus(facts: Facts, found: list[Layout], rates, dtype: str) -> list[Out
         if pick is None or pick.served is None:
             continue
         before = facts.tpot_seconds
+        # Where some configuration of the user's GPUs meets the targets (another precision,
+        # speculation, caching), more GPUs are only the separate "with more hardware" line.
+        extra = facts.meets_on_your_gpus is True
+        setting = f"{pick.name} on {more}× {gpu.label}"
+        alone = (f"which no configuration of your {_gpus(count)} does (every layout, weight "
+                 "and KV-cache precision, speculation where an acceptance is known and "
+                 "prefix caching where prompts share one, searched)"
+                 if facts.meets_on_your_gpus is False
+                 else f"which no layout of your {_gpus(count)} does in {dtype}")  # fmt: skip
         return [Recommendation(
             technique="parallel",
-            setting=f"{pick.name} on {more}× {gpu.label}",
+            setting=f"with more hardware: {setting}" if extra else setting,
             expected_effect=ExpectedEffect(
                 f"meets your targets: TPOT {ms(before)} → {ms(pick.served.tpot.p50)} ms "
-                f"(p90 {ms(pick.served.tpot.p90)} ms), which no layout of your "
-                f"{_gpus(count)} does",
+                f"(p90 {ms(pick.served.tpot.p90)} ms)"
+                + ("; a configuration of the GPUs you have meets them too (see above)"
+                   if extra else f", {alone}"),
                 [Change("devices", count, more, "GPUs"),
                  Change("tpot_ms", before * 1e3, pick.served.tpot.p50 * 1e3, "ms")]),
             evidence=[Evidence("#verdict", f"{facts.timing_key}.tpot",
@@ -111,6 +121,8 @@ def _more_gpus(facts: Facts, found: list[Layout], rates, dtype: str) -> list[Out
             serves="generation",
             gain=before / pick.served.tpot.p50,
             confidence="estimated: every layout simulated on the datasheet",
+            meets_targets=True,
+            more_hardware=True,
         )]  # fmt: skip
     why = (f"no layout of up to {_gpus(8 * count)} meets your targets at {work.concurrency} "
            "users")  # fmt: skip

@@ -64,7 +64,11 @@ class Configuration:
         if self.kv_cache != "auto":
             parts.append(f"{self.kv_cache} KV cache")
         if self.draft:
-            parts.append(f"draft {self.draft} k={self.draft_tokens}")
+            # A local checkpoint by its folder's name; a hub id (org/name) whole.
+            draft = (
+                self.draft.rstrip("/").rsplit("/", 1)[-1] if self.draft[:1] == "/" else self.draft
+            )
+            parts.append(f"draft {draft} k={self.draft_tokens}")
         if self.prefix_caching:
             parts.append("prefix caching")
         return ", ".join(parts)

@@ -24,54 +24,20 @@ from profiling.advice_kit.advice_results import (
 )
 from profiling.advice_kit.facts import Facts
 from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, ms, your_users
-from profiling.model.shapes import DTYPE_BYTES, Shapes
-from profiling.projection.precision import weights_format
+from profiling.projection.speculation import (
+    DRAFT_LENGTHS,
+    draft_bytes,
+    draft_params,
+    speedup,
+    tokens_per_pass,
+)
 from profiling.projection.step_time import StepModel
 from profiling.units import size
 
 # Acceptance per drafted token assumed where the user gives none: not measured, a range
 # wide enough that a gain found at its low end does not rest on a lucky draft.
 ASSUMED_ACCEPTANCE = (0.5, 0.8)
-DRAFT_LENGTHS = (1, 2, 3, 4, 5)
 KEY = "predictions"
-
-
-def tokens_per_pass(acceptance: float, k: int) -> float:
-    """Expected tokens a pass emits: the accepted run of K drafts, plus the target's own."""
-    if acceptance >= 1.0:
-        return float(k + 1)
-    return (1 - acceptance ** (k + 1)) / (1 - acceptance)
-
-
-def draft_params(shapes: Shapes) -> int:
-    """An EAGLE-style draft head: one dense decoder layer of the target's width and the
-    target's LM head."""
-    layer = shapes.attention_params + 3 * shapes.hidden_size * shapes.intermediate_size
-    return layer + shapes.head_params
-
-
-def draft_bytes(shapes: Shapes, dtype: str) -> float:
-    """The draft head's weights in the target's weight format."""
-    return draft_params(shapes) * DTYPE_BYTES.get(weights_format(dtype), 2)
-
-
-def draft_seconds(step: StepModel, rows: int, context: float) -> float:
-    """One draft pass over `rows` rows: the head's weights once, one layer's KV per row."""
-    s = step.shapes
-    kv = step.kv_token / max(1, s.num_layers) * context
-    n = step.devices
-    flops = 2.0 * draft_params(s) * rows
-    return step.rates.decode.seconds(flops / n, (draft_bytes(s, step.dtype) + kv) / n)
-
-
-def speedup(step: StepModel, rows: int, context: float, acceptance: float, k: int) -> float:
-    """Plain decode's time per token over speculation's, at `rows` rows holding `context`
-    tokens in all."""
-    plain = step.seconds(rows, context)
-    per_row = context / rows
-    verify = step.seconds(0, 0, tuple((k + 1, round(per_row)) for _ in range(rows)))
-    spent = verify + k * draft_seconds(step, rows, context)
-    return tokens_per_pass(acceptance, k) * plain / spent
 
 
 def speculative_estimate(facts: Facts) -> list[Outcome] | None:

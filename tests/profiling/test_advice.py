@@ -135,6 +135,24 @@ def test_prefills_stalling_decode_past_the_tpot_target_put_disaggregation_first(
     assert first.gain == pytest.approx(5.0)
 
 
+def test_disaggregation_whose_decode_alone_misses_the_target_ranks_after_what_meets_it(
+    base: dict[str, Any], shapes: Shapes
+) -> None:
+    # Decode alone takes 10 ms against a 5 ms target: its section says separating the
+    # phases cannot meet it, so it must not rank above a technique whose figures do.
+    base["config"]["workload"]["tpot_ms"] = 5.0
+    add_experiment(base, "speculative", speculative_result(sweep_point(1.3)))
+    add_experiment(
+        base, "disaggregation", disaggregation_result(alone=0.010, mixed=0.050, target=0.005)
+    )
+    advice = advise_profile(Profile.from_dict(base), shapes)
+    split = next(r for r in advice.recommendations if r.technique == "disaggregation")
+    assert split.meets_targets is False
+    ahead = advice.recommendations[: advice.recommendations.index(split)]
+    assert all(r.meets_targets is not False for r in ahead)
+    assert advice.recommendations[0].technique != "disaggregation"
+
+
 # -- what must not be recommended -------------------------------------------------
 
 

@@ -1,0 +1,33 @@
+"""The GPU price table: an on-demand hourly price per catalog GPU, with where it was read
+and when (`profiling/data/gpu_prices.json`). A GPU without an entry has no price."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+
+@dataclass(frozen=True)
+class Price:
+    usd_per_hour: float  # per GPU
+    source: str  # "…url… (what the page lists)", or "given for this job"
+    read: str = ""  # the date the price was read, YYYY-MM-DD
+
+    @property
+    def text(self) -> str:
+        return f"{self.source} (read {self.read})" if self.read else self.source
+
+
+@cache
+def _table() -> dict[str, Price]:
+    raw = json.loads(resources.files("profiling").joinpath("data/gpu_prices.json").read_text())
+    return {key: Price(**entry) for key, entry in raw["prices"].items()}
+
+
+def price(gpu_key: str, given_usd_per_hour: float | None = None) -> Price | None:
+    """The hourly price of one `gpu_key` GPU: the one given for the job, else the table's."""
+    if given_usd_per_hour is not None:
+        return Price(given_usd_per_hour, "given for this job")
+    return _table().get(gpu_key)
