@@ -44,7 +44,8 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 
 def pareto_chart(deployments: dict[str, Any]) -> Figure | None:
-    """One marker per configuration (hover: its name), the front, the TPOT target, the pick."""
+    """One marker per configuration (hover: its name), the front, the TPOT target, the pick
+    (or, where none of the user's GPUs meets the targets, the nearest of theirs)."""
     configurations = deployments.get("configurations", [])
     shown = plotted(deployments)
     if not shown:
@@ -58,7 +59,12 @@ def pareto_chart(deployments: dict[str, Any]) -> Figure | None:
         "line": {"color": "#555", "width": 1, "dash": "dot", "shape": "vh"},
         "hoverinfo": "skip",
     })  # fmt: skip
-    data += _marked(configurations, shown, deployments.get("pick"), "first action", "star")
+    pick = deployments.get("pick")
+    if pick is not None:
+        data += _marked(configurations, shown, pick, "first action", "star")
+    else:  # nothing of theirs meets the targets: the nearest that fits, as the section says
+        nearest = next((i for i in shown if configurations[i]["on_your_gpus"]), None)
+        data += _marked(configurations, shown, nearest, "nearest on your GPUs", "star")
     more = deployments.get("more_hardware")
     data += _marked(configurations, shown, more, "with more hardware", "star-diamond")
     layout = base_layout(

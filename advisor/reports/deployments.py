@@ -32,11 +32,15 @@ def section_context(deployments: dict[str, Any] | None) -> dict[str, Any] | None
         return None
     rows = [row(deployments, i, c) for i, c in enumerate(deployments["configurations"])]
     pick, more = deployments.get("pick"), deployments.get("more_hardware")
+    # Where nothing on the user's GPUs meets the targets the search names no pick: the
+    # nearest of theirs (the first ranked that fits) is still what they can run today.
+    nearest = next((r for r in rows if r["c"]["on_your_gpus"] and r["c"]["fits"]), None)
     return {
         "raw": deployments,
-        "finding": finding(deployments, rows[pick] if pick is not None else None),
+        "finding": finding(deployments, rows[pick] if pick is not None else None, nearest),
         "rows": rows,
         "pick": rows[pick] if pick is not None else None,
+        "nearest": nearest if pick is None else None,
         "more": rows[more] if more is not None else None,
         "targets": targets_text(deployments.get("targets") or {}),
         "price": price_text(deployments),
@@ -44,17 +48,25 @@ def section_context(deployments: dict[str, Any] | None) -> dict[str, Any] | None
     }
 
 
-def finding(deployments: dict[str, Any], pick: dict[str, Any] | None) -> str:
+def finding(
+    deployments: dict[str, Any], pick: dict[str, Any] | None, nearest: dict[str, Any] | None
+) -> str:
     """The fold's one line: the first action and what it gives."""
+    gpus = f"{deployments.get('gpu_count')} × {deployments.get('gpu')}"
     if pick is None:
-        gpus = f"{deployments.get('gpu_count')} × {deployments.get('gpu')}"
-        return f"nothing searched fits your {gpus}"
+        more = deployments.get("more_hardware")
+        if more is not None:
+            name = deployments["configurations"][more]["name"]
+            return f"nothing on your {gpus} meets your targets; with more hardware: {name}"
+        if nearest is None:
+            return f"nothing searched fits your {gpus}"
+        return f"{nearest['c']['name']}: the nearest on your {gpus}"
     said = {True: "meets your targets", False: "misses your targets", None: "no targets"}
     return f"{pick['c']['name']}: {pick['headroom'] or said[pick['c'].get('meets')]}"
 
 
 def row(deployments: dict[str, Any], index: int, c: dict[str, Any]) -> dict[str, Any]:
-    """One configuration with the sentences and figures the template cannot make."""
+    """One configuration with the figures the template cannot make."""
     cost = c.get("cost") or {}
     return {
         "c": c,
@@ -62,33 +74,17 @@ def row(deployments: dict[str, Any], index: int, c: dict[str, Any]) -> dict[str,
         "is_pick": index == deployments.get("pick"),
         "is_more": index == deployments.get("more_hardware"),
         "meets": {True: "meets", False: "misses", None: "no target"}[c.get("meets")],
-        "headroom": headroom(deployments, c),
+        # The search's own sentence ("meets your targets up to 37 users; you asked for
+        # 16"), given for the first of the user's GPUs and the more-hardware line.
+        "headroom": c.get("headroom") or "",
         "capacity": (c.get("capacity") or {}).get("users"),
         "usd_per_million": usd(cost.get("usd_per_million_output_tokens")),
         "usd_per_million_at_capacity": usd(cost.get("usd_per_million_at_capacity")),
         "gpu_hours_per_day": cost.get("gpu_hours_per_day"),
+        "gpu_hours_at_capacity": cost.get("gpu_hours_per_day_at_capacity"),
         "command": c.get("command") or {},
         "command_id": f"deployment-command-{index}",
     }
-
-
-def headroom(deployments: dict[str, Any], c: dict[str, Any]) -> str:
-    """ "meets your targets up to 37 users; you asked for 16"; "" where the search gave the
-    configuration no capacity (it does for the first of the user's GPUs and the
-    more-hardware line)."""
-    users = (c.get("capacity") or {}).get("users")
-    rate = (c.get("capacity") or {}).get("request_rate")
-    asked = deployments.get("concurrency")
-    if users is None:
-        return ""
-    if deployments.get("request_rate"):
-        at_rate = f" ({significant(rate)} requests/s)" if _number(rate) is not None else ""
-        return (
-            f"meets your targets up to {users:,} users at once{at_rate}; you asked for "
-            f"{significant(deployments['request_rate'])} requests/s"
-        )
-    asked_text = f"; you asked for {asked:,}" if isinstance(asked, int) else ""
-    return f"meets your targets up to {users:,} users{asked_text}"
 
 
 def targets_text(targets: dict[str, Any]) -> str:

@@ -82,8 +82,9 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "model_rows": model_rows(profile),
         **technique_sections(profile),
         "engine": engine.section_context(profile.engine, profile.advice),
+        # The deployment search the advice carries, where it ran (a deployment GPU known).
         "deployments": deployments.section_context(
-            getattr(profile.advice, "deployments", None)  # the search's dict, where it ran
+            profile.advice.deployments if profile.advice else None
         ),
     }
     context.update(_advice_sections(job, profile, context, query))

@@ -1,6 +1,7 @@
-"""The report's deployments section, rendered from a hand-built `deployments` dict: the first
-action with its headroom, cost and command, the more-hardware line, the table, the chart;
-and the report page with and without the search."""
+"""The report's deployments section, rendered from the real search's `deployments` dict: the
+first action with its headroom, cost and command (or, where the user's GPUs cannot meet the
+targets, the nearest of theirs and the more-hardware line), the table, the chart; and the
+report page of a stored real profile with the advice the library derives from it."""
 
 from __future__ import annotations
 
@@ -13,28 +14,29 @@ from django.urls import reverse
 
 from advisor.jobs.models import Job
 from advisor.reports import deployments as section
-from profiling.units import ms, tok_s
-from tests.advisor.deploymentsdata import MODEL, deployments
+from profiling.units import count, ms, tok_s
+from tests.advisor.deploymentsdata import MODEL, USERS, demo_with_search, meets, misses
 
 
 def text(fragment: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", fragment)).strip()
+    """What a reader sees of `fragment`: tags dropped, entities read, spaces folded."""
+    words = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", fragment)).strip()
+    return html.unescape(re.sub(r" ([,.;:])", r"\1", words))
 
 
-def rendered(client, result: dict) -> tuple[Job, str]:
+def rendered(client, result: dict) -> str:
     """The job page of a succeeded job holding `result`, whitespace folded."""
     job = Job.objects.create(
         model_source="demo", model_name="demo", state=Job.State.SUCCEEDED, progress=1.0,
         result=result, stated_bottleneck=result["config"]["stated_bottleneck"],
     )  # fmt: skip
     page = client.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
-    return job, html.unescape(re.sub(r"\s+", " ", page))
+    return re.sub(r"\s+", " ", page)
 
 
 def render(d: dict) -> str:
     context = {"deployments": section.section_context(d)}
-    page = render_to_string("reports/_deployments.html", context)
-    return html.unescape(re.sub(r"\s+", " ", page))
+    return re.sub(r"\s+", " ", render_to_string("reports/_deployments.html", context))
 
 
 def part(page: str, element_id: str, end: str = "</div>") -> str:
@@ -42,66 +44,103 @@ def part(page: str, element_id: str, end: str = "</div>") -> str:
     return page[start : page.index(end, start)]
 
 
-def test_the_first_action_says_its_headroom_figures_cost_and_command():
-    d = deployments()
-    pick = d["configurations"][0]
+def figures(c: dict) -> list[str]:
+    """A configuration's figures as the report writes them everywhere."""
+    return [
+        f"{tok_s(c['throughput_tokens_per_second'])} output in all",
+        f"{tok_s(c['per_gpu_tokens_per_second'])} per GPU",
+        f"{tok_s(c['per_user_tokens_per_second'])} per user",
+        f"TTFT p90 {ms(c['ttft_p90_seconds'])}", f"TPOT p90 {ms(c['tpot_p90_seconds'])}",
+    ]  # fmt: skip
+
+
+def test_the_first_action_on_their_gpu_says_its_headroom_figures_cost_and_command():
+    d = meets()
+    pick = d["configurations"][d["pick"]]
+    # The expected answer: the one GPU meets TPOT 8 ms at 16 users with one flag.
+    assert pick["on_your_gpus"] and pick["meets"] is True and pick["gpus"] == 1
     page = render(d)
     first = text(part(page, "deployments-pick", "</pre>"))
-    assert "First action on your 1 × H100: TP=1, fp8 weights, draft ngram k=3" in first
-    assert "estimated meets your targets up to 37 users; you asked for 16." in first
-    # The report's units: tok/s and ms through the same formatters as every other section.
-    for figure in (tok_s(2400.0), tok_s(320.0), ms(0.12), ms(0.0034)):
+    assert f"First action on your 1 × {d['gpu']}: {pick['name']}" in first
+    assert f"meets your targets up to {pick['capacity']['users']} users; you asked for 16" in first
+    assert pick["capacity"]["users"] > USERS
+    for figure in figures(pick):
         assert figure in first
-    assert "2,400 tok/s per GPU" in first and "TTFT p90 120 ms" in first
-    assert "$0.672 per million output tokens at your load, $0.300 at capacity" in first
-    assert "24 GPU-hours a day" in first
-    assert "Quality: fp8 weights" in first
-    command = part(page, "deployments-pick-command", "</pre>")
-    assert html.unescape(pick["command"]["text"]) in command
+    cost, usd = pick["cost"], section.usd
+    assert f"{usd(cost['usd_per_million_output_tokens'])} per million output tokens" in first
+    assert f"{usd(cost['usd_per_million_at_capacity'])} at capacity" in first
+    # At capacity the one GPU would serve their traffic in part of the day.
+    needs = cost["gpu_hours_per_day_at_capacity"]
+    assert 0 < needs < 24
+    assert f"it holds 24 GPU-hours a day, and your traffic needs {needs:.1f}" in first
+    command = text(part(page, "deployments-pick-command", "</pre>"))
+    assert pick["command"]["text"] in command
     assert pick["command"]["text"].startswith(f"vllm serve {MODEL} --tensor-parallel-size 1")
     assert 'data-copy-target="deployments-pick-command"' in page
+    assert 'id="deployments-more"' not in page and 'id="deployments-nearest"' not in page
 
 
-def test_the_more_hardware_line_is_separate_and_says_its_gpus():
-    page = render(deployments())
-    more = text(part(page, "deployments-more"))
-    assert more.startswith("With more hardware: TP=4 on 4 × H100 estimated meets your targets")
-    assert "meets your targets up to 90 users; you asked for 16:" in more
-    assert "per million" not in more  # no cost known for it
-    assert "vllm serve meta-llama/Llama-3.1-8B-Instruct --tensor-parallel-size 4" in more
+def test_where_their_gpu_cannot_meet_the_targets_it_says_so_names_the_nearest_and_more_gpus():
+    d = misses()
+    assert d["pick"] is None and d["more_hardware"] is not None
+    page = render(d)
+    assert 'id="deployments-pick"' not in page
+    nearest = d["configurations"][0]
+    said = text(part(page, "deployments-nearest"))
+    assert said.startswith(f"Nothing on your 1 × {d['gpu']} meets your targets at 16 users")
+    assert f"The nearest: {nearest['name']} estimated, which {nearest['headroom']}." in said
+    assert nearest["capacity"]["users"] < USERS  # it meets them, at fewer users
+    for figure in figures(nearest):
+        assert figure in said
+    more = d["configurations"][d["more_hardware"]]
+    line = text(part(page, "deployments-more"))
+    assert line.startswith(f"With more hardware: {more['name']} on {more['gpus']} × {d['gpu']}")
+    assert more["gpus"] > 1 and more["headroom"] in line
+    for figure in figures(more):
+        assert figure in line
+    # A format vLLM cannot make as it loads says so instead of printing a failing command.
+    for c, where in ((nearest, said), (more, line)):
+        if c["command"]["unavailable"]:
+            assert f"No command: {c['command']['unavailable']}" in where
+        else:
+            assert c["command"]["text"] in where
 
 
-def test_the_table_has_every_configuration_and_why_one_has_no_command():
-    d = deployments()
-    table = part(render(d), "deployments-table", "</table>")
-    rows = re.findall(r'<tr class="deployment[^"]*" id="deployment-(\d+)">(.*?)</tr>', table)
-    assert [int(i) for i, _ in rows] == list(range(len(d["configurations"])))
-    cells = {int(i): text(row) for i, row in rows}
-    assert "first action" in cells[0] and "$0.672" in cells[0] and "37" in cells[0]
-    assert "No command: vLLM does not quantize weights to int4 as it loads them" in cells[1]
-    assert "int4 weights: a measurable quality loss" in cells[1]
-    assert "misses" in cells[2] and "6.60 ms" in cells[2]
-    assert "with more hardware" in cells[3]
-    assert "does not fit" in cells[4] and "—" in cells[4]
+def test_the_table_has_every_configuration_and_its_command_or_why_none():
+    for d in (meets(), misses()):
+        table = part(render(d), "deployments-table", "</table>")
+        rows = re.findall(r'<tr class="deployment[^"]*" id="deployment-(\d+)">(.*?)</tr>', table)
+        assert [int(i) for i, _ in rows] == list(range(len(d["configurations"])))
+        for i, row in rows:
+            c, cells = d["configurations"][int(i)], text(row)
+            assert c["name"] in cells
+            assert f"{tok_s(c['per_gpu_tokens_per_second'])}" in cells
+            assert ms(c["tpot_p90_seconds"]) in cells
+            command = c["command"]
+            assert (command["text"] or f"No command: {command['unavailable']}") in cells
+            if c["capacity"]["users"] is not None:
+                assert count(c["capacity"]["users"]) in cells
+        kinds = {bool(c["command"]["text"]) for c in d["configurations"]}
+        assert kinds == {True, False}  # both a command and a format vLLM cannot load
 
 
 def test_the_chart_travels_through_json_script():
-    page = render(deployments())
+    page = render(meets())
     assert 'id="chart-deployments"' in page and 'data-figure="chart-deployments"' in page
 
 
 def test_without_targets_or_price_the_section_says_so():
-    d = deployments()
+    d = meets()
     d["targets"] = {"ttft_ms": None, "tpot_ms": None}
     d["gpu_hourly_usd"] = None
     for c in d["configurations"]:
         c["meets"] = None
-        c["capacity"]["users"] = None
+        c["headroom"] = ""
         c["cost"]["usd_per_million_output_tokens"] = None
         c["cost"]["usd_per_million_at_capacity"] = None
     page = render(d)
-    assert "no targets (none were given)" in page
-    assert "No GPU price is known for this GPU, so no cost is given." in page
+    assert "no targets (none were given)" in text(page)
+    assert "No GPU price is known for this GPU, so no cost is given." in text(page)
     assert "— per million output tokens at your load;" in text(part(page, "deployments-pick"))
 
 
@@ -111,15 +150,24 @@ def test_no_search_no_section():
 
 
 @pytest.mark.django_db
-def test_the_report_page_has_the_section_only_where_the_search_ran(
-    client, monkeypatch, demo_result
-):
-    result = demo_result
-    _, page = rendered(client, result)
-    assert 'id="deployments"' not in page
-    found = section.section_context(deployments())
-    monkeypatch.setattr(section, "section_context", lambda raw: found)
-    _, page = rendered(client, result)
+def test_the_report_of_a_real_profile_shows_the_search_its_advice_carries(client, demo_result):
+    assert 'id="deployments"' not in rendered(client, demo_result)  # stored before the search
+    result = demo_with_search()
+    d = result["advice"]["deployments"]
+    page = rendered(client, result)
     fold = page[page.index('id="fold-deployments"') :]
-    assert "TP=1, fp8 weights, draft ngram k=3: meets your targets up to 37 users" in fold
+    pick = d["configurations"][d["pick"]]
     assert page.index('id="fold-advice"') < page.index('id="fold-deployments"')
+    assert f"{pick['name']}: {pick['headroom']}" in text(fold[: fold.index("</summary>")])
+    # Same GPU, same figures, same units as the rest of the report: the memory section's
+    # target, the advice's line on the search.
+    gpus = f"{d['gpu_count']} × {d['gpu']}"
+    assert f"on {gpus}" in text(page[page.index('id="memory"') :])
+    headline = next(n for n in result["advice"]["notes"] if n.startswith("Deployments searched"))
+    first = text(part(page, "deployments-pick", "</pre>"))
+    assert f"First action on your {gpus}: {pick['name']}" in first
+    for figure in (f"TPOT p90 {ms(pick['tpot_p90_seconds'])}",
+                   f"TTFT p90 {ms(pick['ttft_p90_seconds'])}",
+                   tok_s(pick["throughput_tokens_per_second"])):  # fmt: skip
+        assert figure in headline and figure in first
+    assert f"vllm serve {result['config']['model']} --tensor-parallel-size 1" in first
