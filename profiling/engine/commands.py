@@ -21,6 +21,7 @@ from profiling.engine import vllm
 from profiling.engine.plan import NGRAM
 from profiling.options import WEIGHT_FORMATS
 from profiling.projection.configurations import Configuration
+from profiling.projection.search import DRAFT
 
 CHECKED_VERSION = "0.32"  # the vLLM whose parser the engine test runs every command through
 
@@ -58,16 +59,22 @@ def launch_command(
 ) -> LaunchCommand:
     """The command that serves `model` as `configuration` on vLLM, or why there is none."""
     c = configuration
-    flags = _flags(c)
+    flags = _flags(c, model)
+    reasons = []
     if c.weights in _PREQUANTIZED:
         example = f"vllm serve <that checkpoint> {shlex.join(flags)}"
-        return LaunchCommand([], "", _prequantized_reason(c.weights, model, example))
+        reasons.append(_prequantized_reason(c.weights, model, example))
+    if c.draft == DRAFT:
+        example = shlex.join(vllm.serve_argv(model, flags))
+        reasons.append(_unnamed_head_reason(c.weights in _PREQUANTIZED, example))
+    if reasons:
+        return LaunchCommand([], "", "; ".join(reasons))
     argv = vllm.serve_argv(model, flags)
     notes = [n for n in (_replicas_note(c), _version_note(engine_version)) if n]
     return LaunchCommand(argv, shlex.join(argv), "", " ".join(notes))
 
 
-def _flags(c: Configuration) -> list[str]:
+def _flags(c: Configuration, model: str) -> list[str]:
     """The flags of one copy of the configuration, in the order a reader scans them:
     layout, precision, speculation, caching."""
     if c.ep > 1:
@@ -84,6 +91,9 @@ def _flags(c: Configuration) -> list[str]:
         flags += vllm.quantization_flags("fp8-kv") or []
     if c.draft == "ngram":
         flags += vllm.speculative_flags("ngram", c.draft_tokens, "", NGRAM)
+    elif c.draft == DRAFT:  # the projection's EAGLE-style head, named by no checkpoint
+        head = f"<an EAGLE head trained for {model}>"
+        flags += vllm.speculative_flags("eagle", c.draft_tokens, head, NGRAM)
     elif c.draft:
         flags += vllm.speculative_flags("draft_model", c.draft_tokens, c.draft, NGRAM)
     # vLLM 0.32 caches prefixes unless told not to; a configuration without prefix
@@ -91,6 +101,18 @@ def _flags(c: Configuration) -> list[str]:
     if c.prefix_caching:
         flags += vllm.prefix_caching_flags(True)
     return flags
+
+
+def _unnamed_head_reason(also: bool, example: str) -> str:
+    """The search projects speculation with an EAGLE-style head at the acceptance the user
+    gave without naming one: vLLM loads the head from a checkpoint."""
+    said = (
+        "the checkpoint of an EAGLE head trained for this model: the projection assumed one "
+        "at the acceptance given, but none was named"
+    )
+    if also:
+        return f"it also needs {said} (the <…> in its speculative config above)"
+    return f"vLLM needs {said}; with one: {example}"
 
 
 def _prequantized_reason(weights: str, model: str, example: str) -> str:

@@ -15,10 +15,16 @@ import subprocess
 
 import pytest
 
+from profiling.advice.build import estimate_report
+from profiling.config import Hardware, Workload
 from profiling.engine import commands, vllm
 from profiling.engine.commands import LaunchCommand, launch_command
 from profiling.engine.plan import NGRAM
+from profiling.measure import hardware
+from profiling.model.shapes import Shapes
+from profiling.projection import search
 from profiling.projection.configurations import Configuration
+from profiling.projection.estimate import shipped_configs
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DRAFT = "meta-llama/Llama-3.2-1B-Instruct"
@@ -40,6 +46,34 @@ CONFIGURATIONS = [
     Configuration("A100-80GB", tp=2, replicas=2, weights="bf16"),
     Configuration("L4", weights="fp16", kv_cache="fp8"),
 ]
+
+
+# The deployment search's own answers, as the report, the CLI and the API print them:
+# (shipped model, GPUs, workload, the draft's acceptance per token where the user gives it).
+SEARCHES = [
+    ("llama-3.1-8b", 1, Workload(concurrency=16, ttft_ms=500, tpot_ms=4), 0.7),
+    ("llama-3.1-8b", 1, Workload(prompt_tokens=8192, shared_prefix_tokens=7936,
+                                 output_tokens=64, concurrency=4, ttft_ms=60), None),
+    ("llama-3.1-8b", 8, Workload(prompt_tokens=1024, output_tokens=128, concurrency=256,
+                                 tpot_ms=40), None),
+    ("mixtral-8x7b", 8, Workload(prompt_tokens=1024, output_tokens=128, concurrency=128,
+                                 tpot_ms=50), None),
+]  # fmt: skip
+
+
+def searched() -> list[tuple[Configuration, dict]]:
+    """Every configuration the searches rank, with the command their advice carries."""
+    out = []
+    for name, gpus, workload, acceptance in SEARCHES:
+        advice, _ = estimate_report(
+            Shapes.from_config(shipped_configs()[name]), hardware.lookup("H100"), gpus,
+            "bfloat16", workload, spec_acceptance=acceptance,
+            deployment=Hardware(gpu_kind="H100", gpu_count=gpus), model=MODEL,
+        )  # fmt: skip
+        assert advice.deployments is not None
+        for row in advice.deployments["configurations"]:
+            out.append((Configuration(**row["configuration"]), row["command"]))
+    return out
 
 
 def flag(argv: list[str], name: str) -> str | None:
@@ -94,6 +128,33 @@ def test_weights_vllm_cannot_quantize_as_it_loads_say_what_checkpoint_it_needs(w
     assert f"does not quantize weights to {weights}" in command.unavailable
     assert "GPTQ" in command.unavailable and MODEL in command.unavailable
     assert command.unavailable.endswith("vllm serve <that checkpoint> --tensor-parallel-size 2")
+
+
+def test_a_draft_head_nobody_named_says_which_checkpoint_it_needs():
+    """The search projects speculation with an EAGLE-style head at a given acceptance; vLLM
+    cannot load a head without its checkpoint, so there is no command, only an example."""
+    c = Configuration("H100-SXM", weights="fp8", draft=search.DRAFT, draft_tokens=3)
+    command = launch_command(MODEL, c)
+    assert command.argv == [] and command.text == ""
+    assert "EAGLE head trained for this model" in command.unavailable
+    example = shlex.split(command.unavailable.split("with one: ", 1)[1])
+    assert json.loads(flag(example, "--speculative-config")) == {
+        "method": "eagle", "model": f"<an EAGLE head trained for {MODEL}>",
+        "num_speculative_tokens": 3,
+    }  # fmt: skip
+    both = launch_command(MODEL, Configuration("H100-SXM", weights="int4", draft=search.DRAFT,
+                                               draft_tokens=2))  # fmt: skip
+    assert "does not quantize weights to int4" in both.unavailable
+    assert "it also needs the checkpoint of an EAGLE head" in both.unavailable
+
+
+def test_the_search_carries_a_command_or_the_reason_for_every_configuration():
+    found = searched()
+    kinds = {(c.weights, c.kv_cache, bool(c.draft), c.prefix_caching, c.tp) for c, _ in found}
+    assert len(kinds) >= 10  # precisions, a draft, prefix caching, 1 and 8 GPUs
+    for c, command in found:
+        assert command == launch_command(MODEL, c).to_dict(), c.name
+        assert bool(command["text"]) != bool(command["unavailable"]), c.name
 
 
 def test_another_engine_version_is_told_which_flags_these_are():
@@ -157,6 +218,14 @@ MEASURED = vllm.serve_argv(MODEL, vllm.server_flags(MODEL, "bfloat16", 1024, [
 # An older vLLM's flag: the check must refuse it, or it proves nothing.
 REFUSED = ["vllm", "serve", MODEL, "--speculative-model", DRAFT]
 PARTIAL = ["vllm", "serve", MODEL, "--pipeline-parallel", "2"]  # argparse alone would take it
+# The example given where a draft head has no checkpoint named: its flags must parse too.
+_HEADLESS = launch_command(MODEL, Configuration("H100-SXM", draft=search.DRAFT, draft_tokens=3))
+HEAD = shlex.split(_HEADLESS.unavailable.split("with one: ", 1)[1])
+
+
+def launchable() -> list[tuple[Configuration, dict]]:
+    """The searched configurations vLLM can launch as they stand."""
+    return [(c, command) for c, command in searched() if command["text"]]
 
 
 @pytest.fixture(scope="module")
@@ -166,6 +235,7 @@ def parsed() -> list[dict]:
             pytest.fail(f"no vLLM at {vllm.python_path()}: run scripts/engine-env")
         pytest.skip("no engine environment (scripts/engine-env makes one)")
     argvs = [launch_command(MODEL, c).argv for c in CONFIGURATIONS] + [MEASURED, REFUSED, PARTIAL]
+    argvs += [HEAD] + [shlex.split(command["text"]) for _, command in launchable()]
     done = subprocess.run(
         [str(vllm.python_path()), "-I", "-c", PARSE], input=json.dumps(argvs),
         capture_output=True, text=True, timeout=PARSE_TIMEOUT_S, env=vllm.environment("cpu"),
@@ -183,22 +253,36 @@ def test_the_flags_are_those_of_the_engine_version_here():
 
 def test_every_command_parses_with_the_engines_own_parser(parsed):
     for c, result in zip(CONFIGURATIONS, parsed, strict=False):
-        assert result["error"] == "", f"{c.name}: {result['error']}"
-        args = result["args"]
-        assert args["model_tag"] == MODEL
-        assert (args["tensor_parallel_size"], args["pipeline_parallel_size"]) == (c.tp, c.pp)
-        assert (args["data_parallel_size"], args["enable_expert_parallel"]) == (c.ep, c.ep > 1)
-        assert args["quantization"] == ("fp8" if c.weights == "fp8" else None)
-        assert args["kv_cache_dtype"] == ("fp8" if c.kv_cache == "fp8" else "auto")
-        assert args["enable_prefix_caching"] == (True if c.prefix_caching else None)
-        assert args["dtype"] == {"bf16": "bfloat16", "fp16": "float16"}.get(c.weights, "auto")
-        spec = args["speculative_config"] or {}
-        assert spec.get("num_speculative_tokens", 0) == c.draft_tokens
-        assert spec.get("model", spec.get("method", "")) == c.draft
+        agrees(c, result)
+
+
+def test_every_command_the_search_prints_parses_with_the_engines_own_parser(parsed):
+    head, *found = parsed[len(CONFIGURATIONS) + 3 :]
+    assert head["error"] == "" and head["args"]["speculative_config"]["method"] == "eagle"
+    printed = launchable()
+    assert len(found) == len(printed) >= 10
+    for (c, _), result in zip(printed, found, strict=True):
+        agrees(c, result)
+
+
+def agrees(c: Configuration, result: dict) -> None:
+    """The parse went through and read back what `c` asks for."""
+    assert result["error"] == "", f"{c.name}: {result['error']}"
+    args = result["args"]
+    assert args["model_tag"] == MODEL
+    assert (args["tensor_parallel_size"], args["pipeline_parallel_size"]) == (c.tp, c.pp)
+    assert (args["data_parallel_size"], args["enable_expert_parallel"]) == (c.ep, c.ep > 1)
+    assert args["quantization"] == ("fp8" if c.weights == "fp8" else None)
+    assert args["kv_cache_dtype"] == ("fp8" if c.kv_cache == "fp8" else "auto")
+    assert args["enable_prefix_caching"] == (True if c.prefix_caching else None)
+    assert args["dtype"] == {"bf16": "bfloat16", "fp16": "float16"}.get(c.weights, "auto")
+    spec = args["speculative_config"] or {}
+    assert spec.get("num_speculative_tokens", 0) == c.draft_tokens
+    assert spec.get("model", spec.get("method", "")) == c.draft
 
 
 def test_the_measured_runs_command_parses_and_an_unknown_or_partial_flag_does_not(parsed):
-    measured, refused, partial = parsed[-3:]
+    measured, refused, partial = parsed[len(CONFIGURATIONS) : len(CONFIGURATIONS) + 3]
     assert measured["error"] == ""
     assert measured["args"]["tensor_parallel_size"] == 2
     assert measured["args"]["enable_prefix_caching"] is False
