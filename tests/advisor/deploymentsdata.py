@@ -49,10 +49,10 @@ def misses() -> dict[str, Any]:
     return copy.deepcopy(_searched(4.0))
 
 
-def demo_with_search() -> dict[str, Any]:
-    """The stored demo profile (a real CLI run) with the advice the library derives from it,
-    the deployment search included, as the worker stores it."""
-    result = real_demo_profile()
+def demo_with_search(result: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A stored demo profile (a real CLI run; the quick one by default) with the advice the
+    library derives from it, the deployment search included, as the worker stores it."""
+    result = result if result is not None else real_demo_profile()
     profile = Profile.from_dict(result)
     model = result["model"]
     shapes = profile.model.shapes or Shapes.from_config({

@@ -16,6 +16,7 @@ from advisor.jobs.models import Job
 from advisor.reports import deployments as section
 from profiling.units import count, ms, tok_s
 from tests.advisor.deploymentsdata import MODEL, USERS, demo_with_search, meets, misses
+from tests.advisor.test_charts import stored_result
 
 
 def text(fragment: str) -> str:
@@ -171,3 +172,32 @@ def test_the_report_of_a_real_profile_shows_the_search_its_advice_carries(client
                    tok_s(pick["throughput_tokens_per_second"])):  # fmt: skip
         assert figure in headline and figure in first
     assert f"vllm serve {result['config']['model']} --tensor-parallel-size 1" in first
+
+
+@pytest.mark.django_db
+def test_a_configuration_the_engine_measured_shows_the_engine_sections_figures(client):
+    """The stored engine run (vLLM on the CPU at 4 users, a shared prefix) with its device
+    named as the deployment GPU, so the search takes the engine's runs as that GPU's: the
+    report must then give the same figures for them in both sections."""
+    stored = stored_result("cli_engine.json")
+    stored["config"]["hardware"]["gpu_kind"] = stored["environment"]["gpu_kind"] = "H100-SXM"
+    result = demo_with_search(stored)
+    d = result["advice"]["deployments"]
+    measured = [(i, c) for i, c in enumerate(d["configurations"]) if c["basis"] == "measured"]
+    assert measured  # the reference server, and its draft-model run
+    page = rendered(client, result)
+    start = page.index('id="engine"')
+    engine = text(page[start : page.index('id="fold-', start)])  # up to the next section
+    users = d["concurrency"]
+    point = next(p for p in result["engine"]["serving"] if p["concurrency"] == users)
+    reference = next(c for _, c in measured if not c["configuration"]["draft"])
+    for ours, theirs in ((ms(reference["ttft_p90_seconds"]), ms(point["ttft_ms"]["p90"], "ms")),
+                         (ms(reference["tpot_p90_seconds"]), ms(point["tpot_ms"]["p90"], "ms")),
+                         (tok_s(reference["throughput_tokens_per_second"]),
+                          tok_s(point["output_tokens_per_s"]))):  # fmt: skip
+        assert ours == theirs and theirs in engine
+    table = part(page, "deployments-table", "</table>")
+    for i, c in measured:
+        row = text(part(table, f"deployment-{i}", "</tr>"))
+        assert "measured" in row and f"measured on vllm {result['engine']['version']}" in row
+        assert ms(c["tpot_p90_seconds"]) in row
