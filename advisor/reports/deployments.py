@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from advisor.reports.deployment_charts import pareto_chart
-from profiling.units import UNKNOWN, significant
+from profiling.units import UNKNOWN, ms, significant
 
 
 def _number(value: Any) -> float | None:
@@ -88,17 +88,18 @@ def row(deployments: dict[str, Any], index: int, c: dict[str, Any]) -> dict[str,
 
 
 def targets_text(targets: dict[str, Any]) -> str:
+    """The targets as the verdict writes them: "TTFT p90 ≤ 500 ms, TPOT p90 ≤ 8.00 ms"."""
     parts = []
     if _number(targets.get("ttft_ms")) is not None:
-        parts.append(f"TTFT p90 ≤ {significant(targets['ttft_ms'])} ms")
+        parts.append(f"TTFT p90 ≤ {ms(targets['ttft_ms'], 'ms')}")
     if _number(targets.get("tpot_ms")) is not None:
-        parts.append(f"TPOT p90 ≤ {significant(targets['tpot_ms'])} ms")
+        parts.append(f"TPOT p90 ≤ {ms(targets['tpot_ms'], 'ms')}")
     return ", ".join(parts)
 
 
 def price_text(deployments: dict[str, Any]) -> str:
     hourly = _number(deployments.get("gpu_hourly_usd"))
-    source = deployments.get("price_source") or ""
     if hourly is None:
         return "No GPU price is known for this GPU, so no cost is given."
-    return f"{usd(hourly)} per {deployments.get('gpu', 'GPU')}-hour ({source})."
+    source = deployments.get("price_source") or "no source given"
+    return f"{usd(hourly)} per {deployments.get('gpu', 'GPU')}-hour, from {source}."

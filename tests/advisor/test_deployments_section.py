@@ -172,6 +172,11 @@ def test_the_report_of_a_real_profile_shows_the_search_its_advice_carries(client
                    tok_s(pick["throughput_tokens_per_second"])):  # fmt: skip
         assert figure in headline and figure in first
     assert f"vllm serve {result['config']['model']} --tensor-parallel-size 1" in first
+    # The target reads as the verdict writes it.
+    target = ms(result["config"]["workload"]["ttft_ms"], "ms")
+    start = page.index('id="verdict"')
+    assert target in text(page[start : page.index('id="fold-', start)])
+    assert f"your targets: TTFT p90 ≤ {target}." in text(part(page, "deployments", "</p>"))
 
 
 @pytest.mark.django_db
