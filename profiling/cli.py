@@ -24,7 +24,7 @@ import time
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from profiling.advice.summary import render_summary
 from profiling.caching.sample import read_prompt_sample
@@ -43,6 +43,9 @@ from profiling.config import (
 )
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
 from profiling.options import parse_ints, parse_names
+
+if TYPE_CHECKING:
+    from profiling.profile import Profile
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_OOM, EXIT_INTERNAL = 0, 2, 3, 4
 JOB_PROGRESS_INTERVAL_S = 0.25  # at most ~4 progress lines a second (plus phase changes)
@@ -154,6 +157,15 @@ class StderrProgress:
         self.stream.flush()
 
 
+def readable(profile: Profile) -> str:
+    """The summary `profile` prints, then the deployments its advice searched, each with its
+    launch command or why there is none (as `estimate` prints them)."""
+    from profiling.estimate_cli import render_deployments
+
+    found = profile.advice.deployments if profile.advice else None
+    return "\n".join([render_summary(profile), *render_deployments(found)])
+
+
 def cmd_profile(args: argparse.Namespace) -> int:
     from profiling.runner import run_profile
 
@@ -164,7 +176,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     except (ConfigError, ProfilingError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_OOM if isinstance(exc, OutOfMemory) else EXIT_BAD_INPUT
-    print(render_summary(profile))
+    print(readable(profile))
     if args.json:
         write_json_atomic(args.json, profile.to_dict())
         print(f"\nwrote {args.json}", file=sys.stderr)

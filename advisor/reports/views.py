@@ -27,6 +27,7 @@ from advisor.reports import (
     caching,
     charts,
     conversations,
+    deployments,
     engine,
     parallel,
     predictions,
@@ -83,6 +84,10 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         **technique_sections(profile),
         "engine": engine.section_context(profile.engine, profile.advice),
         "conversations": conversations.section_context(profile.conversations),
+        # The deployment search the advice carries, where it ran (a deployment GPU known).
+        "deployments": deployments.section_context(
+            profile.advice.deployments if profile.advice else None
+        ),
     }
     context.update(_advice_sections(job, profile, context, query))
     context["folds"] = summary.section_findings(profile, context)

@@ -15,6 +15,7 @@ from typing import Any
 from profiling.advice_kit.advice_results import MEASURED, Recommendation
 from profiling.advice_kit.facts import Facts
 from profiling.config import Hardware, Workload
+from profiling.engine.commands import launch_command
 from profiling.engine.results import EngineResult, ServingPoint
 from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import Deployments, deployments
@@ -22,6 +23,7 @@ from profiling.projection.search import Measured, Scenario
 from profiling.quantization.results import MEASURED as MEASURED_VARIANT
 from profiling.quantization.results import QuantizationResult, QuantVariant
 from profiling.speculative.results import SpeculativeResult
+from profiling.units import ms, tok_s
 
 # The engine's quantizations by the search's names: its fp8 weights, fp8 KV cache, and
 # the GPTQ checkpoint (4-bit) it serves.
@@ -208,20 +210,20 @@ def search(
     if sc is None:
         return None
     found = deployments(sc, deployment.gpu_hourly_usd if deployment else None)
-    found.commands = [command(model, e.configuration) for e in found.ranked]
+    version = engine.version if engine else None
+    found.commands = [command(model, e.configuration, version) for e in found.ranked]
     w = facts.workload
     if w.ttft_ms or w.tpot_ms:
         facts.meets_on_your_gpus = any(e.meets for e in found.ranked if e.on_your_gpus)
     return found
 
 
-def command(model: str, configuration: Configuration) -> dict[str, Any] | None:
-    """The engine's launch command for `configuration`, where the command builder exists."""
-    try:
-        from profiling.engine.commands import launch_command  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    return launch_command(model, configuration).to_dict()
+def command(
+    model: str, configuration: Configuration, engine_version: str | None = None
+) -> dict[str, Any]:
+    """The engine's launch command for `configuration` (or why there is none), with the
+    flags of the engine version the job's worker ran, where it ran one."""
+    return launch_command(model, configuration, engine_version=engine_version).to_dict()
 
 
 def headline(found: Deployments) -> str:
@@ -231,9 +233,10 @@ def headline(found: Deployments) -> str:
         return ""
     assert found.pick is not None
     where = f"on your {sc.gpu_count}× {sc.gpu.key}"
+    # The report's units, so the figures read the same here as in its deployments section.
     figures = (
-        f"TPOT p90 {first.tpot_p90 * 1e3:.3g} ms, TTFT p90 {first.ttft_p90 * 1e3:.3g} ms, "
-        f"{first.throughput:,.0f} output tok/s"
+        f"TPOT p90 {ms(first.tpot_p90)}, TTFT p90 {ms(first.ttft_p90)}, "
+        f"{tok_s(first.throughput)} output"
     )
     text = f"Deployments searched: {where}, {first.configuration.name} ({first.basis}): {figures}"
     room = found.headroom(found.pick)

@@ -164,10 +164,14 @@ def server_argv(python: Path, port: int, flags: list[str]) -> list[str]:
     return [str(python), "-m", SERVER_MODULE, "--host", "127.0.0.1", "--port", str(port), *flags]
 
 
-def serve_command(model: str, flags: list[str]) -> str:
+def serve_argv(model: str, flags: list[str]) -> list[str]:
     """The configuration as a user deploys it: `vllm serve MODEL --flag ...`."""
     rest = [f for f in flags if f not in ("--model", model)]
-    return shlex.join(["vllm", "serve", model, *rest])
+    return ["vllm", "serve", model, *rest]
+
+
+def serve_command(model: str, flags: list[str]) -> str:
+    return shlex.join(serve_argv(model, flags))
 
 
 def launch_command(python: Path, flags: list[str]) -> str:
@@ -219,6 +223,17 @@ def dtype_flags(dtype: str) -> list[str]:
 
 def tensor_parallel_flags(size: int) -> list[str]:
     return ["--tensor-parallel-size", str(size)]
+
+
+def pipeline_parallel_flags(stages: int) -> list[str]:
+    return ["--pipeline-parallel-size", str(stages)]
+
+
+def expert_parallel_flags(ranks: int) -> list[str]:
+    """Attention data-parallel over `ranks` GPUs, the experts spread over the same ranks
+    (vLLM's "expert parallel deployment"; without the second flag the experts would be
+    tensor-parallel over them instead)."""
+    return ["--data-parallel-size", str(ranks), "--enable-expert-parallel"]
 
 
 # -- its benchmark client (`vllm bench serve`, run by DRIVER) -----------------------------

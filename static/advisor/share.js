@@ -1,30 +1,44 @@
-// "Copy link": the Clipboard API where the page is a secure context, else the
-// old select-and-copy on the visible text field.
+// Copy buttons (the share link, launch commands): each `[data-copy-target]` copies its
+// target's value (a text field) or text (a <pre>), with the Clipboard API where the page
+// is a secure context, else the old select-and-copy; the `[data-copy-done]` beside the
+// button says how it went.
 (function () {
   "use strict";
-  const button = document.querySelector("[data-copy-target]");
-  if (!button) return;
-  const input = document.getElementById(button.dataset.copyTarget);
-  const done = document.querySelector("[data-copy-done]");
 
-  function fallback() {
-    input.focus();
-    input.select();
+  function fallback(target) {
+    if ("select" in target) {
+      target.focus();
+      target.select();
+    } else {
+      const range = document.createRange();
+      range.selectNodeContents(target);
+      const selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+    }
     return document.execCommand("copy");
   }
 
-  button.addEventListener("click", async function () {
-    let ok = false;
-    try {
-      if (navigator.clipboard && window.isSecureContext) {
-        await navigator.clipboard.writeText(input.value);
-        ok = true;
-      } else {
-        ok = fallback();
+  function wire(button) {
+    const target = document.getElementById(button.dataset.copyTarget);
+    const done = button.parentElement.querySelector("[data-copy-done]");
+    if (!target) return;
+    button.addEventListener("click", async function () {
+      const text = "value" in target ? target.value : target.textContent;
+      let ok = false;
+      try {
+        if (navigator.clipboard && window.isSecureContext) {
+          await navigator.clipboard.writeText(text);
+          ok = true;
+        } else {
+          ok = fallback(target);
+        }
+      } catch (err) {
+        ok = fallback(target);
       }
-    } catch (err) {
-      ok = fallback();
-    }
-    done.textContent = ok ? "Copied." : "Select the link and copy it.";
-  });
+      if (done) done.textContent = ok ? "Copied." : "Select the text and copy it.";
+    });
+  }
+
+  document.querySelectorAll("[data-copy-target]").forEach(wire);
 })();

@@ -56,7 +56,14 @@ def test_profile_prints_a_summary_and_writes_the_profile_json(
     assert done.returncode == 0, done.stderr
     assert "Prefill" in done.stdout and "Decode" in done.stdout and "dominates" in done.stdout
     assert "[100%]" in done.stderr
+    # The deployments searched on the one L4, each with its command or why there is none.
+    deployments = done.stdout[done.stdout.index("\nDeployments (1× L4") :]
+    assert f"$ vllm serve {model_dir} --tensor-parallel-size 1" in deployments
     data = json.loads(out.read_text())
+    found = data["advice"]["deployments"]
+    for row in found["configurations"]:
+        command = row["command"]["text"] or f"no command: {row['command']['unavailable']}"
+        assert command in deployments, row["name"]
     assert data["memory"]["weights_bytes"] > 0
     assert data["memory"]["kv_cache_bytes_per_token"] == 256
     assert data["memory"]["fit"]["gpu_kind"] == "L4"
