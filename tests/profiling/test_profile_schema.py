@@ -71,7 +71,13 @@ def test_written_again_it_keeps_the_layout_at_the_current_version():
     again = Profile.from_dict(V1).to_dict()
     assert again["schema_version"] == SCHEMA_VERSION > 1
     # Sections added since are additive and empty here (older readers ignore them).
-    added = {"engine": None, "eager_verdict": None, "phase_seconds": {}, "planned_seconds": {}}
+    added = {
+        "engine": None,
+        "eager_verdict": None,
+        "phase_seconds": {},
+        "planned_seconds": {},
+        "conversations": None,
+    }
     assert set(again) == set(V1) | set(added)
     assert {k: again[k] for k in added} == added
     # Fields added since inside a section, with the value an old result reads as.
