@@ -151,6 +151,26 @@ def _t_interval(
     return Interval(ratio, ratio * math.exp(-half), ratio * math.exp(half), level, repeats)
 
 
+def with_disagreement(interval: Interval, other: float) -> Interval:
+    """`interval` widened by a second, separate timing of the same effect (`other`).
+
+    Repeats within one timing share whatever the machine did during it; two timings of
+    one point, minutes apart, show how far a timing moves beyond its own repeats. Their
+    log-ratio difference is read as two draws of that movement (its spread: the
+    difference over √2) and added to the interval's own spread in quadrature, on the
+    log scale, side by side. An interval is never narrowed.
+    """
+    if other <= 0 or interval.ratio <= 0 or interval.low <= 0 or interval.high <= interval.low:
+        return interval
+    z = NormalDist().inv_cdf((1 + interval.level) / 2)
+    between = abs(math.log(interval.ratio) - math.log(other)) / math.sqrt(2)
+    below = math.log(interval.ratio / interval.low) / z  # each side's own spread
+    above = math.log(interval.high / interval.ratio) / z
+    low = min(interval.low, interval.ratio * math.exp(-z * math.hypot(below, between)))
+    high = max(interval.high, interval.ratio * math.exp(z * math.hypot(above, between)))
+    return Interval(interval.ratio, low, high, interval.level, interval.repeats)
+
+
 def rerun_misses(low: float, high: float, bar: float, level: float = LEVEL) -> float:
     """The chance that a rerun's interval would reach below `bar`, for an effect whose
     interval [low, high] clears it: the interval read as normal on the log scale

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.measure.stats import BETTER, INCONCLUSIVE, WORSE, ratio_interval
+from profiling.measure.stats import (
+    BETTER,
+    INCONCLUSIVE,
+    WORSE,
+    Interval,
+    ratio_interval,
+    with_disagreement,
+)
 
 
 def test_a_clear_effect_has_an_interval_above_one_around_the_ratio_of_medians():
@@ -49,3 +56,16 @@ def test_paired_repeats_cancel_a_slow_moment_of_the_machine():
 def test_no_samples_or_a_zero_median_give_no_interval():
     assert ratio_interval([], [1.0]) is None
     assert ratio_interval([1.0, 1.0], [0.0, 0.0]) is None
+
+
+def test_a_second_timing_that_disagrees_widens_the_interval_and_one_that_agrees_does_not():
+    tight = Interval(1.105, 1.086, 1.125, repeats=6)  # one timing's repeats alone
+    assert with_disagreement(tight, 1.105) == tight
+    wide = with_disagreement(tight, 1.025)  # the same point timed apart: 8 % lower
+    assert wide.ratio == tight.ratio and wide.repeats == tight.repeats
+    assert wide.low < 1.0 < 1.2 < wide.high  # no longer a win over the bar
+    # Whichever side the other timing lands, by as much on the log scale: the same interval.
+    assert with_disagreement(tight, 1.105**2 / 1.025) == pytest.approx(wide)
+    # Never narrower than its own interval, and a bad second figure changes nothing.
+    assert with_disagreement(tight, 1.104).low <= tight.low
+    assert with_disagreement(tight, 0.0) == tight
