@@ -138,6 +138,9 @@ class Workload:
         self.blocks = [index.blocks(c.tokens) for c in conversations]
         self.requests = list(requests)
         self.unique_blocks = len(index._ids)
+        # Replays already run, by capacity: the section, its curve and the host tier ask
+        # for the same capacities (the GPU's, every block's) more than once.
+        self.replays: dict[int, Replay] = {}
 
     def lookups(self, request: Request) -> int:
         """Blocks a request may reuse: the full blocks in its first prompt − 1 tokens."""
@@ -149,8 +152,16 @@ class Workload:
 
 def replay(workload: Workload, capacity_tokens: int) -> Replay:
     """The workload through an LRU block cache of `capacity_tokens` (see the module's
-    docstring): each block's latest touch in a dict, updated a request at a time, and
-    the hits found by bisection, relying on the cache being prefix-closed."""
+    docstring), run once per capacity and workload (`Workload.replays`)."""
+    done = workload.replays.get(capacity_tokens)
+    if done is None:
+        done = workload.replays[capacity_tokens] = _replay(workload, capacity_tokens)
+    return done
+
+
+def _replay(workload: Workload, capacity_tokens: int) -> Replay:
+    """Each block's latest touch in a dict, updated a request at a time, and the hits
+    found by bisection, relying on the cache being prefix-closed."""
     capacity = capacity_tokens // workload.block_size
     b = workload.block_size
     last: dict[int, int] = {}  # block → the clock of its latest touch
