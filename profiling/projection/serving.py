@@ -366,10 +366,9 @@ def _measure(
         good += ok
     n = len(done)
     mean_e2e = sum(e2es) / n
-    mean_queue = sum(queues) / n
-    mean_prefill = sum(ttfts) / n - mean_queue
+    mean_queue, mean_ttft = sum(queues) / n, sum(ttfts) / n
+    mean_prefill = mean_ttft - mean_queue
     has_slo = ttft_slo is not None or tpot_slo is not None
-    notes: list[str] = []
     return Served(
         mode="closed" if closed else "open",
         concurrency=concurrency if closed else 0,
@@ -393,8 +392,7 @@ def _measure(
         max_running=limit,
         steps=steps,
         max_batched_tokens=budget,
-        notes=notes,
-        ttft_mean=sum(ttfts) / n,
+        ttft_mean=mean_ttft,
         tpot_mean=sum(tpots) / n,
         itl_mean=sum(g * w for g, w in zip(gaps, gap_weights, strict=True)) / sum(gap_weights)
         if gap_weights
