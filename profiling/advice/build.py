@@ -78,7 +78,7 @@ def advise(
         for outcome in outcomes:
             bucket = recommendations if isinstance(outcome, Recommendation) else refused
             bucket.append(outcome)  # type: ignore[arg-type]
-    recommendations = rank(recommendations, bottleneck, facts.workload)
+    recommendations = deployments.rank(recommendations, bottleneck, facts.workload)
     notes = [n for n in (close_call(recommendations), near_the_bar(recommendations)) if n]
     notes += [deployments.headline(found)] if found and found.first else []
     reason = why(bottleneck, facts, ran)
@@ -163,15 +163,6 @@ def _against(stated: str, facts: Facts) -> str:
         f"{phase} is {share:.0%} of a request's time, but the figures above make "
         "the measured bottleneck the one to act on first"
     )
-
-
-def rank(
-    recommendations: list[Recommendation], bottleneck: str, workload: Workload | None = None
-) -> list[Recommendation]:
-    """On the user's GPUs first; acting on the bottleneck; meeting the targets; measured
-    before estimated (an estimate has no repeats and no quality check behind it); then
-    the larger expected gain (`profiling.advice.deployments.rank`)."""
-    return deployments.rank(recommendations, bottleneck, workload)
 
 
 # -- a profile ------------------------------------------------------------------

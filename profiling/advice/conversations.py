@@ -9,7 +9,7 @@ worker's measured host link stand in for the datasheet's.
 from __future__ import annotations
 
 from profiling import serde
-from profiling.advice.build import rank
+from profiling.advice.deployments import rank
 from profiling.advice_kit.advice_results import Advice, Recommendation
 from profiling.caching.conversations import estimate_conversations
 from profiling.config import ConfigError
