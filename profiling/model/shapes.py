@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from typing import Any
 
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "float8": 1, "int4": 0.5}
@@ -52,7 +53,7 @@ class Shapes:
             ),
         )
 
-    @property
+    @cached_property
     def attention_params(self) -> int:
         q_and_o = 2 * self.hidden_size * self.num_attention_heads * self.head_dim
         k_and_v = 2 * self.hidden_size * self.num_key_value_heads * self.head_dim
@@ -64,22 +65,22 @@ class Shapes:
         router = self.hidden_size * self.num_experts
         return experts * 3 * self.hidden_size * self.moe_intermediate_size + router
 
-    @property
+    @cached_property
     def embedding_params(self) -> int:
         return self.vocab_size * self.hidden_size
 
-    @property
+    @cached_property
     def head_params(self) -> int:
         return self.vocab_size * self.hidden_size
 
-    @property
+    @cached_property
     def body_params(self) -> int:
         """Every decoder weight (norms included), all experts: what memory holds."""
         norms = 2 * self.hidden_size
         layer = self.attention_params + self._mlp_params(self.num_experts or 1) + norms
         return self.num_layers * layer + self.hidden_size
 
-    @property
+    @cached_property
     def active_body_params(self) -> int:
         """Decoder weights one token passes through (the routed experts only)."""
         if not self.num_experts:
@@ -87,12 +88,12 @@ class Shapes:
         layer = self.attention_params + self._mlp_params(self.experts_per_token)
         return self.num_layers * (layer + 2 * self.hidden_size) + self.hidden_size
 
-    @property
+    @cached_property
     def total_params(self) -> int:
         head = 0 if self.tie_word_embeddings else self.head_params
         return self.body_params + self.embedding_params + head
 
-    @property
+    @cached_property
     def edge_params(self) -> int:
         """The token embeddings and the LM head (once when tied): what quantized
         checkpoints keep in 16 bits."""
@@ -101,14 +102,10 @@ class Shapes:
     def weights_bytes(self, dtype: str) -> int:
         """Every weight in `dtype`; a format below 16 bits keeps the embedding and the
         LM head in 16 bits, as quantized checkpoints do."""
-        per = DTYPE_BYTES[dtype]
-        if per >= 2:
-            return math.ceil(self.total_params * per)
-        return math.ceil(self.body_params * per + self.edge_params * 2)
+        return _weights_bytes(self, dtype)
 
     def kv_bytes_per_token(self, dtype: str) -> int:
-        per_layer = 2 * self.num_key_value_heads * self.head_dim
-        return math.ceil(self.num_layers * per_layer * DTYPE_BYTES[dtype])
+        return _kv_bytes_per_token(self, dtype)
 
     def prefill_activation_bytes(self, dtype: str, tokens: int, rows: int, devices: int = 1) -> int:
         """The activation peak of one forward over `tokens` prompt tokens from `rows`
@@ -189,3 +186,18 @@ def shapes_or_none(model_config: dict[str, Any]) -> Shapes | None:
         return Shapes.from_config(model_config)
     except (KeyError, ValueError, TypeError):
         return None
+
+
+# The simulated engine asks for these every step; a model's shapes never change.
+@lru_cache(maxsize=1024)
+def _weights_bytes(shapes: Shapes, dtype: str) -> int:
+    per = DTYPE_BYTES[dtype]
+    if per >= 2:
+        return math.ceil(shapes.total_params * per)
+    return math.ceil(shapes.body_params * per + shapes.edge_params * 2)
+
+
+@lru_cache(maxsize=1024)
+def _kv_bytes_per_token(shapes: Shapes, dtype: str) -> int:
+    per_layer = 2 * shapes.num_key_value_heads * shapes.head_dim
+    return math.ceil(shapes.num_layers * per_layer * DTYPE_BYTES[dtype])

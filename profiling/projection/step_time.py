@@ -17,6 +17,7 @@ over all the step's rows.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Protocol
 
 from profiling.measure.hardware import GPU
@@ -80,7 +81,7 @@ class StepModel:
     devices: int = 1  # tensor-parallel ranks sharing each step
     gpu: GPU | None = None
 
-    @property
+    @cached_property
     def kv_token(self) -> int:
         return self.shapes.kv_bytes_per_token(kv_format(self.dtype, self.kv_dtype))
 
