@@ -12,7 +12,7 @@ import math
 from typing import Any
 
 from advisor.reports.deployment_charts import pareto_chart
-from profiling.units import UNKNOWN, ms, significant
+from profiling.units import UNKNOWN, count, ms, significant
 
 
 def _number(value: Any) -> float | None:
@@ -74,10 +74,9 @@ def row(deployments: dict[str, Any], index: int, c: dict[str, Any]) -> dict[str,
         "is_pick": index == deployments.get("pick"),
         "is_more": index == deployments.get("more_hardware"),
         "meets": {True: "meets", False: "misses", None: "no target"}[c.get("meets")],
-        # The search's own sentence ("meets your targets up to 37 users; you asked for
-        # 16"), given for the first of the user's GPUs and the more-hardware line.
+        # The search's own sentence ("meets your targets up to 37 users; you asked for 16").
         "headroom": c.get("headroom") or "",
-        "capacity": (c.get("capacity") or {}).get("users"),
+        "capacity": capacity_text(c.get("capacity") or {}),
         "usd_per_million": usd(cost.get("usd_per_million_output_tokens")),
         "usd_per_million_at_capacity": usd(cost.get("usd_per_million_at_capacity")),
         "gpu_hours_per_day": cost.get("gpu_hours_per_day"),
@@ -85,6 +84,14 @@ def row(deployments: dict[str, Any], index: int, c: dict[str, Any]) -> dict[str,
         "command": c.get("command") or {},
         "command_id": f"deployment-command-{index}",
     }
+
+
+def capacity_text(capacity: dict[str, Any]) -> str:
+    """ "37"; "256 or more" where the search stopped while still meeting; "—" without one."""
+    users = _number(capacity.get("users"))
+    if users is None:
+        return UNKNOWN
+    return f"{count(users)} or more" if capacity.get("at_least") else count(users)
 
 
 def targets_text(targets: dict[str, Any]) -> str:

@@ -23,6 +23,7 @@ from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.projection.calibration import Calibration, PhaseRate, assumed, calibrate
+from profiling.projection.deployments import FIRST_ONLY
 from profiling.projection.estimate import Projection, project
 from profiling.projection.precision import PRECISIONS
 from profiling.results import FitCheck
@@ -164,7 +165,8 @@ def run(profile: Profile, s: Scenario) -> Outcome:
         facts = Facts.from_projection(
             projection, shapes, calibration, workload, gpu, stated, s.spec_acceptance
         )
-        fit, advice = facts.fit, advise(facts)
+        # Answered while the page waits: the first configuration's capacity only.
+        fit, advice = facts.fit, advise(facts, capacity_for=FIRST_ONLY)
     env = profile.environment
     name = (env.device_name or env.device) if on_worker or gpu is None else gpu.key
     notes = [f"shapes: {shapes_note}", *projection.notes, *_caveats(profile, s, gpu, on_worker)]

@@ -57,13 +57,18 @@ def advise(
     engine: EngineResult | None = None,
     deployment: Hardware | None = None,
     model: str = "",
+    capacity_for: int | None = None,
 ) -> Advice:
     """The advice from the figures and what each technique's experiment found (`ran`;
     none for an estimate): every technique's rule in the registry, ranked. Where the
     serving engine measured a technique (`engine`), its figures decide it. The deployment
-    search (`deployment`: the user's GPUs and how they serve now) ranks the configurations."""
+    search (`deployment`: the user's GPUs and how they serve now) ranks the configurations,
+    each with its capacity (`capacity_for`: only the first that many, where an answer is
+    wanted at once)."""
     ran = ran or Experiments()
-    found = deployments.search(facts, model, deployment, ran.speculative, engine, ran.quantization)
+    found = deployments.search(
+        facts, model, deployment, ran.speculative, engine, ran.quantization, capacity_for
+    )
     bottleneck, numbers = classify(facts, ran, tolerance)
     recommendations: list[Recommendation] = []
     refused: list[NotRecommended] = []

@@ -204,12 +204,15 @@ def search(
     speculative: SpeculativeResult | None = None,
     engine: EngineResult | None = None,
     quantization: QuantizationResult | None = None,
+    capacity_for: int | None = None,
 ) -> Deployments | None:
-    """The ranked deployments with their launch commands (None where not searchable)."""
+    """The ranked deployments with their launch commands (None where not searchable);
+    `capacity_for`: as `profiling.projection.deployments.deployments`."""
     sc = scenario(facts, deployment, speculative, engine, quantization)
     if sc is None:
         return None
-    found = deployments(sc, deployment.gpu_hourly_usd if deployment else None)
+    hourly = deployment.gpu_hourly_usd if deployment else None
+    found = deployments(sc, hourly, capacity_for)
     version = engine.version if engine else None
     found.commands = [command(model, e.configuration, version) for e in found.ranked]
     w = facts.workload

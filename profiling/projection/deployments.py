@@ -13,6 +13,8 @@ deployment holds.
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -21,8 +23,11 @@ from profiling.measure.hardware_prices import Price, price
 from profiling.projection.search import Evaluated, Scenario, engine, search, serve
 
 MAX_USERS = 4096  # the concurrency option's ceiling
-CAPACITY_FOR = 1  # the first configurations of the user's GPUs given a capacity
+# Where an answer is wanted at once (the report's what-if), only the first configuration of
+# the user's GPUs and the more-hardware line get a capacity; a job gives every one.
+FIRST_ONLY = 1
 SPAN = 16  # capacity is searched up to this many times the user's load
+GUIDED_STEPS = 3  # model-guided guesses before interpolation and halving take over
 
 
 @dataclass
@@ -40,6 +45,8 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
     if not (w.ttft_ms or w.tpot_ms):
         return Capacity()
     seen: dict[int, Evaluated] = {}
+    if e.basis == "estimated" and e.served is not None and not w.request_rate:
+        seen[max(1, w.concurrency)] = e  # the search's own simulation at the user's load
 
     def at(users: int) -> Evaluated:
         if users not in seen:
@@ -49,38 +56,42 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
     def meets(users: int) -> bool:
         return at(users).meets is True
 
-    start, high = max(1, w.concurrency), bound(sc, e) + 1
+    start, limit = max(1, w.concurrency), bound(sc, e) + 1
     if e.served is not None and e.served.output_tokens_per_second:
         # Users past what the engines run at once only wait in their queues, their TTFT
         # growing without end: that is no serving capacity.
         engines = e.throughput / e.served.output_tokens_per_second
-        high = min(high, round(e.served.max_running * engines) + 1)
-    top = min(high, SPAN * start + 1)
+        limit = min(limit, round(e.served.max_running * engines) + 1)
+    top = min(limit, SPAN * start + 1)
     if meets(start):
         low = start
     elif meets(1):
-        low, high = 1, start
+        low, top = 1, start
     else:
         return Capacity()
-    at_least = False
-    if top - 1 > low:  # the bound (or the span) often binds: one simulation says so
-        if meets(top - 1):
-            low, high, at_least = top - 1, top, top < high
-        else:
-            high = top - 1
-    interpolate = True
+    static = _static_miss(sc, e)
+    guided, interpolate = 0, True
+    high = top  # the search looks no further: past it, "at least"
     while high - low > 1:
-        # Interpolated and halving steps alternate: interpolation alone can creep from
-        # one side (regula falsi), halving bounds the steps to twice a bisection's.
-        near = interpolate and high in seen
-        guess = _guess(low, high, seen, w) if near else (low + high) // 2
+        # The step model's own TPOT, scaled to the simulation's nearest point, says where
+        # the targets are crossed (cheap); its guess and a neighbour often close the
+        # bracket. Otherwise interpolated and halving steps alternate: interpolation
+        # alone can creep from one side (regula falsi), halving bounds the steps.
+        if static is not None and guided < GUIDED_STEPS:
+            (guess, near), guided = _model_guess(low, high, seen, w, static), guided + 1
+        else:
+            near = interpolate and high in seen
+            guess = _guess(low, high, seen, w) if near else (low + high) // 2
+            interpolate = not interpolate
         if meets(guess):
             low = guess
-            high = guess + 1 if near and guess + 1 < high and not meets(guess + 1) else high
+            if near and guess + 1 < high:
+                low, high = (guess + 1, high) if meets(guess + 1) else (low, guess + 1)
         else:
             high = guess
-            low = guess - 1 if near and guess - 1 > low and meets(guess - 1) else low
-        interpolate = not interpolate
+            if near and guess - 1 > low:
+                low, high = (guess - 1, high) if meets(guess - 1) else (low, guess - 1)
+    at_least = low == top - 1 and top < limit
     best = at(low)
     served = best.served
     assert served is not None
@@ -94,6 +105,55 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
                                    else best.throughput),
         at_least=at_least,
     )  # fmt: skip
+
+
+def _static_miss(sc: Scenario, e: Evaluated) -> Callable[[int], float] | None:
+    """Users -> the step model's steady decode step at that many users over the TPOT
+    target: every row's context half-way through its output, and the prompt work of one
+    request per `output_tokens` tokens emitted mixed in (as the simulated engine's own
+    steady-state estimate); inf where their KV caches do not fit, None without a TPOT
+    target."""
+    w = sc.workload
+    if not w.tpot_ms:
+        return None
+
+    def miss(users: int) -> float:
+        found = engine(sc, e.configuration, users)
+        if found is None:
+            return math.inf
+        rows, fresh = found.users, w.prompt_tokens - found.cached
+        mixed = round(rows * fresh / max(1, w.output_tokens))
+        chunk = ((mixed, found.cached + fresh // 2),) if mixed > 0 else ()
+        context = rows * (w.prompt_tokens + w.output_tokens / 2)
+        step = found.step.seconds(rows, context, chunk)  # type: ignore[attr-defined]
+        return step * 1e3 / w.tpot_ms
+
+    return miss
+
+
+def _model_guess(
+    low: int, high: int, seen: dict[int, Evaluated], w: Any, static: Callable[[int], float]
+) -> tuple[int, bool]:
+    """Where the targets are crossed, strictly inside the bracket, and whether the guess is
+    likely near (then its neighbour is worth a simulation too). From one simulated point:
+    the step model's static miss scaled by the simulation's own at that point (a second
+    point, not near). From two or more: the simulated miss is close to linear in the
+    users, so the line through the two points nearest the targets."""
+    points = sorted((u for u, e in seen.items() if e.served is not None),
+                    key=lambda u: abs(math.log(max(seen[u].miss(w), 1e-9))))  # fmt: skip
+    if len(points) >= 2:
+        (u, m), (v, n) = [(p, seen[p].miss(w)) for p in points[:2]]
+        if n != m and math.isfinite(m) and math.isfinite(n):
+            guess = round(u + (1.0 - m) * (v - u) / (n - m))
+            return min(high - 1, max(low + 1, guess)), True
+    if not points:
+        return (low + high) // 2, False
+    scale = seen[points[0]].miss(w) / max(static(points[0]), 1e-12)
+    a, b = low, high
+    while b - a > 1:
+        middle = (a + b) // 2
+        a, b = (middle, b) if scale * static(middle) <= 1.0 else (a, middle)
+    return min(high - 1, max(low + 1, a)), False
 
 
 def _guess(low: int, high: int, seen: dict[int, Evaluated], w: Any) -> int:
@@ -229,14 +289,19 @@ class Deployments:
         }
 
 
-def deployments(sc: Scenario, gpu_hourly_usd: float | None = None) -> Deployments:
-    """Search, rank, and give the first configurations their capacity and cost."""
+def deployments(
+    sc: Scenario, gpu_hourly_usd: float | None = None, capacity_for: int | None = None
+) -> Deployments:
+    """Search, rank, and give every configuration its capacity and cost (`capacity_for`:
+    only the first that many of the user's GPUs, and the more-hardware line)."""
     ranked, more, notes = search(sc)
     on_yours = [i for i, e in enumerate(ranked) if e.on_your_gpus]
     pick = on_yours[0] if on_yours and (ranked[on_yours[0]].meets is not False) else None
     if pick is None and on_yours and more is None:
         pick = on_yours[0]  # nothing meets anywhere searched: the nearest on their GPUs
-    wanted = set(on_yours[:CAPACITY_FOR]) | ({more} if more is not None else set())
+    wanted = set(range(len(ranked)))
+    if capacity_for is not None:
+        wanted = set(on_yours[:capacity_for]) | ({more} if more is not None else set())
     capacities = [capacity(sc, e) if i in wanted else Capacity() for i, e in enumerate(ranked)]
     hourly = price(sc.gpu.key, gpu_hourly_usd)
     if hourly is None:
