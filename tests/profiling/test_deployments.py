@@ -15,7 +15,7 @@ from profiling.model.shapes import Shapes
 from profiling.options import WEIGHT_FORMATS
 from profiling.projection.calibration import assumed
 from profiling.projection.configurations import Configuration
-from profiling.projection.deployments import Capacity, capacity, cost, deployments
+from profiling.projection.deployments import FIRST_ONLY, Capacity, capacity, cost, deployments
 from profiling.projection.estimate import shipped_configs
 from profiling.projection.search import Scenario, serve
 from profiling.projection.speculation import verify_seconds
@@ -141,6 +141,25 @@ def test_capacity_is_the_last_user_count_meeting_the_targets_in_the_simulation()
     text = f"meets your targets up to {cap.users} users; you asked for 4"
     assert found.headroom(found.pick) == text
     assert found.to_dict()["configurations"][found.pick]["headroom"] == text
+
+
+def test_every_configuration_gets_its_capacity_and_the_what_if_only_the_first() -> None:
+    sc = scenario("llama-3.1-8b", 2, Workload(concurrency=16, tpot_ms=9, ttft_ms=400))
+    found = deployments(sc)
+    bounded = 0
+    for e, cap in zip(found.ranked, found.capacities, strict=True):
+        if cap.users is None:  # even one user misses the targets
+            assert not serve(sc, e.configuration, 1).meets
+            continue
+        assert serve(sc, e.configuration, cap.users).meets, e.configuration.name
+        if not cap.at_least:
+            assert not serve(sc, e.configuration, cap.users + 1).meets, e.configuration.name
+            bounded += 1
+    assert bounded >= 3  # the guided search closed real brackets, not only "or more"
+    quick = deployments(sc, capacity_for=FIRST_ONLY)
+    assert [c.users for c in quick.capacities if c.users is not None] == [
+        found.capacities[found.pick].users
+    ]
 
 
 def test_capacity_never_falls_as_the_target_loosens_or_the_gpus_grow() -> None:
