@@ -1,4 +1,5 @@
-"""A real Chromium: fill the form, watch the progress bar, read the report, share it.
+"""A real Chromium: fill the form, watch the progress bar, read the report, copy a launch
+command, share it.
 
 Uses Debian's chromium (never a downloaded browser). Skipped when it is
 missing, unless ADVISOR_REQUIRE_BROWSER=1 (CI), where that is a failure.
@@ -86,6 +87,14 @@ def drawn(page, chart: str) -> None:
     page.wait_for_selector(f"#{chart}-plot svg.main-svg")
 
 
+def copied(page, command: str) -> str:
+    """Click the button of the launch command `#command` as a reader does; once the
+    confirmation beside that button says so, what reached the clipboard."""
+    page.click(f"#{command}-copy")
+    page.wait_for_selector(f"#{command}-copy ~ [data-copy-done]:has-text('Copied')")
+    return page.evaluate("navigator.clipboard.readText()")
+
+
 def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir, chromium):
     wait_for_live_worker()
     context = chromium.new_context(viewport={"width": 1200, "height": 900})
@@ -146,6 +155,22 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
     page.click("#copy-link")
     page.wait_for_selector("[data-copy-done]:has-text('Copied')")
     assert page.evaluate("navigator.clipboard.readText()") == share_url
+
+    # Each launch command's button copies what its <pre> shows: the first action's, then
+    # (its row opened) one in the table that differs from it.
+    d = result["advice"]["deployments"]
+    assert d["pick"] is not None, d
+    pick = d["configurations"][d["pick"]]["command"]["text"]
+    assert pick and page.inner_text("#deployments-pick-command") == pick
+    assert copied(page, "deployments-pick-command") == pick
+    texts = [c["command"]["text"] for c in d["configurations"]]
+    other = next(i for i, text in enumerate(texts) if text not in ("", pick))
+    row = f"deployment-command-{other}"
+    assert page.text_content(f"#{row}-copy ~ [data-copy-done]") == ""
+    page.click(f"#deployment-{other} summary")
+    assert page.inner_text(f"#{row}") == texts[other]
+    assert copied(page, row) == texts[other]
+    assert not errors, errors
 
     stranger = chromium.new_context()
     try:
