@@ -4,7 +4,9 @@ gives every user, from the `deployments` dict the search writes (its `to_dict()`
 Up and right is better on both axes: output tokens/s per GPU (what the hardware earns)
 against tokens/s per user (1 / TPOT p50, what a reader sees). The non-dominated
 configurations are joined as the front; the TPOT target is the line x = 1000 / tpot_ms,
-right of which a configuration's median token comes fast enough.
+right of which a configuration's median token comes fast enough; a request rate is the
+line y = rate × output tokens / the user's GPUs, above which their GPUs serve that traffic.
+(The TTFT target has no place on either axis: the table and the section say who meets it.)
 """
 
 from __future__ import annotations
@@ -72,8 +74,10 @@ def pareto_chart(deployments: dict[str, Any]) -> Figure | None:
         "output tokens/s per GPU", height=420,
     )  # fmt: skip
     tpot_ms = (deployments.get("targets") or {}).get("tpot_ms")
-    if finite(tpot_ms) and tpot_ms > 0:
-        layout["shapes"] = [_target_line(1000.0 / tpot_ms, tpot_ms)]
+    lines = [_target_line(1000.0 / tpot_ms, tpot_ms)] if finite(tpot_ms) and tpot_ms > 0 else []
+    lines += _traffic_line(deployments)
+    if lines:
+        layout["shapes"] = lines
     layout["xaxis"]["rangemode"] = "tozero"
     return {"data": data, "layout": layout}
 
@@ -123,3 +127,19 @@ def _target_line(x: float, tpot_ms: float) -> dict[str, Any]:
         "line": {"color": "#D55E00", "width": 2, "dash": "dash"},
         "label": {"text": f"TPOT target {tpot_ms:g} ms", "textposition": "end"},
     }  # fmt: skip
+
+
+def _traffic_line(deployments: dict[str, Any]) -> list[dict[str, Any]]:
+    """The output tokens/s per GPU the user's request rate needs of their GPUs (none without
+    a rate)."""
+    rate, tokens = deployments.get("request_rate"), deployments.get("output_tokens")
+    gpus = deployments.get("gpu_count")
+    if not (finite(rate) and finite(tokens) and finite(gpus)) or min(rate, tokens, gpus) <= 0:
+        return []
+    y = rate * tokens / gpus
+    return [{
+        "type": "line", "xref": "paper", "x0": 0, "x1": 1, "y0": y, "y1": y,
+        "line": {"color": "#0072B2", "width": 2, "dash": "dash"},
+        "label": {"text": f"your traffic: {rate:g} requests/s, {y:,.4g} tok/s per GPU",
+                  "textposition": "end"},
+    }]  # fmt: skip

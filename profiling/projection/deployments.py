@@ -253,6 +253,7 @@ class Deployments:
             "gpu_count": sc.gpu_count,
             "concurrency": w.concurrency,
             "request_rate": w.request_rate,
+            "output_tokens": w.output_tokens,
             "targets": {"ttft_ms": w.ttft_ms, "tpot_ms": w.tpot_ms},
             "gpu_hourly_usd": self.price.usd_per_hour if self.price else None,
             "price_source": self.price.text if self.price else "no price",

@@ -71,6 +71,16 @@ def test_the_tpot_target_is_the_line_x_equals_1000_over_tpot_ms():
     assert "shapes" not in pareto_chart(untargeted)["layout"]
 
 
+def test_a_request_rate_is_the_line_its_output_tokens_need_of_each_of_the_users_gpus():
+    d = meets()
+    assert d["request_rate"] is None and len(pareto_chart(d)["layout"]["shapes"]) == 1
+    d.update(request_rate=20.0, gpu_count=2)  # 20 requests/s of 128 output tokens on 2 GPUs
+    assert d["output_tokens"] == 128
+    tpot, traffic = pareto_chart(d)["layout"]["shapes"]
+    assert traffic["y0"] == traffic["y1"] == 1280.0 and traffic["xref"] == "paper"
+    assert traffic["label"]["text"] == "your traffic: 20 requests/s, 1,280 tok/s per GPU"
+
+
 def test_the_pick_is_starred_where_the_users_gpus_meet_the_targets():
     d = meets()
     figure = pareto_chart(d)
