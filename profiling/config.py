@@ -53,6 +53,9 @@ LIMITS = {o.name: (o.low, o.high) for o in OPTIONS.values() if o.kind == INT}
 # prompts a config carries to a worker). See profiling.caching.sample.
 PROMPT_SAMPLE_MAX_BYTES = 16 * 2**20  # 16 MiB
 PROMPT_SAMPLE_MAX_PROMPTS = 20_000
+# Conversations: the most a conversation file may hold when a config carries it to a
+# worker (about a thousand long chats; the replay stays to seconds).
+CONVERSATIONS_MAX_BYTES = 8 * 2**20  # 8 MiB
 
 
 class ConfigError(ValueError):
@@ -181,6 +184,11 @@ class ProfileConfig:
     # them (parsed by profiling.caching.sample; chat messages are already
     # rendered to one string each there). Empty: no sample.
     prompt_sample: list[str] = field(default_factory=list)
+    # Conversations: the text of the user's JSON Lines file (parsed on the worker by
+    # profiling.projection.conversations, tokenized with the model's tokenizer) and the
+    # file's name; empty: the workload's synthetic conversations, if it has turns.
+    conversations: str = ""
+    conversations_name: str = ""
     # Parallel: measure tensor parallelism over this many processes (torchrun;
     # gloo on CPU, nccl on CUDA). None: 2 where two or more CUDA GPUs are
     # visible, else off; 0: off.
@@ -202,6 +210,7 @@ class ProfileConfig:
         for name in ("spec_ks", "precisions", "quant_variants", "tp_measure", "engine"):
             _check_option(name, getattr(self, name))
         _check_prompt_sample(self.prompt_sample)
+        _check_conversations(self.conversations, self.conversations_name)
         self.workload.validate()
         self.hardware.validate()
 
@@ -235,6 +244,17 @@ def _check_prompt_sample(prompts: list[str]) -> None:
         raise ConfigError(
             f"the prompt sample holds {units.size(size)} of text; the limit is "
             f"{units.size(PROMPT_SAMPLE_MAX_BYTES)}"
+        )
+
+
+def _check_conversations(text: str, name: str) -> None:
+    if not isinstance(text, str) or not isinstance(name, str) or len(name) > 255:
+        raise ConfigError("the conversations must be a file's text and a name of 255 or fewer")
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > CONVERSATIONS_MAX_BYTES:
+        raise ConfigError(
+            f"the conversation file is {units.size(size)}; the limit is "
+            f"{units.size(CONVERSATIONS_MAX_BYTES)}"
         )
 
 

@@ -96,13 +96,15 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     if args.conversations or (workload.conversation_turns or 1) > 1:
         from profiling.caching import conversations as chats
 
-        given = None
+        given, given_source = None, None
         if args.conversations:
             folder = Path(source).parent if source != "shipped config" else Path(args.model)
             given = chats.file_conversations(args.conversations, folder, workload)
+            given_source = chats.file_source(Path(args.conversations).name)
         conversations = chats.estimate_conversations(
-            shapes, gpu, args.gpu_count, dtype, workload, deployment, conversations=given
-        )
+            shapes, gpu, args.gpu_count, dtype, workload, deployment, conversations=given,
+            source=given_source,
+        )  # fmt: skip
     return {
         "basis": "estimated",
         "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},

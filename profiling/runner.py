@@ -174,12 +174,17 @@ def _run(
             phases.done("engine")
     # The prompt sample (up to 16 MiB) has been analysed; the result keeps its
     # figures (`caching.prompt_sample`), not a second copy of the prompts.
-    profile.config = config.replace(prompt_sample=[])
+    # The conversation file (up to 8 MiB) is read from `config` below; its section keeps
+    # the figures, the result only its name.
+    profile.config = config.replace(prompt_sample=[], conversations="")
     attach_advice(profile, loaded.model.config.to_dict())
-    if (config.workload.conversation_turns or 1) > 1:
+    if config.conversations or (config.workload.conversation_turns or 1) > 1:
         from profiling.advice.conversations import attach_conversations
 
-        attach_conversations(profile, local_gpu, bandwidth.host_to_device(device))
+        link = bandwidth.host_to_device(device)
+        attach_conversations(
+            profile, local_gpu, link, file_text=config.conversations, tokenizer=loaded.tokenizer
+        )
     profile.phase_seconds = phases.seconds
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")

@@ -8,28 +8,33 @@ worker's measured host link stand in for the datasheet's.
 
 from __future__ import annotations
 
+from typing import Any
+
 from profiling import serde
 from profiling.advice.deployments import rank
 from profiling.advice_kit.advice_results import Advice, Recommendation
-from profiling.caching.conversations import estimate_conversations
-from profiling.config import ConfigError
+from profiling.caching.conversations import estimate_conversations, file_source, tokenized
+from profiling.config import ConfigError, Workload
 from profiling.measure.hardware import GPU, lookup
 from profiling.profile import Profile
 from profiling.projection.calibration import calibrate
+from profiling.projection.conversations import Conversation, parse_conversations
 
 
 def attach_conversations(
-    profile: Profile, local_gpu: GPU | None, measured_link: float | None = None
-) -> None:
-    """Set `profile.conversations` for a workload of conversations (the job's turns and
-    think time), on the deployment's GPU (the one named, else the one profiled: its
-    measured rates and host link where it is that one, in the dtype measured), and put
-    the host tier among the advice's recommendations where it is one. A workload
-    without turns is left alone; what cannot be projected becomes a warning, never a
-    failed run."""
+    profile: Profile, local_gpu: GPU | None, measured_link: float | None = None,
+    file_text: str = "", tokenizer: Any = None,
+) -> None:  # fmt: skip
+    """Set `profile.conversations` for a workload of conversations (the user's file,
+    `file_text`, tokenized with the model's `tokenizer` as `estimate --conversations`
+    does; else the job's turns and think time), on the deployment's GPU (the one named,
+    else the one profiled: its measured rates and host link where it is that one, in the
+    dtype measured), and put the host tier among the advice's recommendations where it
+    is one. A workload with neither is left alone; what cannot be projected becomes a
+    warning, never a failed run."""
     config = profile.config
     workload, hw = config.workload, config.hardware
-    if (workload.conversation_turns or 1) <= 1:
+    if not file_text and (workload.conversation_turns or 1) <= 1:
         return
     shapes, env = profile.model.shapes, profile.environment
     gpu = lookup(hw.gpu_kind) if hw.gpu_kind else local_gpu
@@ -42,10 +47,12 @@ def attach_conversations(
     dtype = hw.serving_dtype(env.dtype if env.dtype in ("bfloat16", "float16") else "bfloat16")
     profiled = local_gpu is not None and gpu.key == local_gpu.key and dtype == env.dtype
     try:
+        given, source = _from_file(file_text, config.conversations_name, tokenizer, workload)
         rates = calibrate(shapes, profile, env.device_name) if profiled else None
         profile.conversations = estimate_conversations(
             shapes, gpu, hw.gpu_count, dtype, workload, hw, device=env.device,
             measured_link=measured_link if profiled else None, rates=rates,
+            conversations=given, source=source,
         )  # fmt: skip
     except (ConfigError, ValueError, ZeroDivisionError) as exc:
         profile.warnings.append(f"the conversations could not be projected: {exc}")
@@ -53,6 +60,18 @@ def attach_conversations(
     if profile.advice is not None and profile.conversations["advice"]["recommended"]:
         add_to_advice(profile.advice, serde.from_dict(Recommendation,
                                                       profile.conversations["advice"]))  # fmt: skip
+
+
+def _from_file(
+    text: str, name: str, tokenizer: Any, workload: Workload
+) -> tuple[list[Conversation] | None, str | None]:
+    """(the file's conversations, where they came from), or (None, None) without one."""
+    if not text:
+        return None, None
+    if tokenizer is None:
+        raise ConfigError("the model has no tokenizer to count the conversations' tokens with")
+    given = tokenized(parse_conversations(text), tokenizer, workload)
+    return given, file_source(name or "of conversations")
 
 
 def add_to_advice(advice: Advice, recommendation: Recommendation) -> None:

@@ -23,6 +23,7 @@ from profiling.model.shapes import Shapes
 from profiling.projection.calibration import Calibration, assumed
 from profiling.projection.conversation_serving import prepare, project_conversations
 from profiling.projection.conversations import (
+    ChatRecord,
     Conversation,
     SyntheticSpec,
     read_conversations,
@@ -75,12 +76,29 @@ def file_conversations(path: str, model_dir: Path, workload: Workload) -> list[C
         )
     except (OSError, ValueError) as exc:
         raise ConfigError(f"cannot load the tokenizer in {model_dir}: {exc}") from None
+    return tokenized(records, tokenizer, workload)
+
+
+def tokenized(records: list[ChatRecord], tokenizer: Any, workload: Workload) -> list[Conversation]:
+    """`records` as the ids of the model's `tokenizer` (a transformers tokenizer), each
+    message without special tokens; the workload's think time, and its `output_tokens`
+    for a reply the file lacks. The CLI's file and a job's uploaded one both come here."""
 
     def encode(text: str) -> list[int]:
         return tokenizer.encode(text, add_special_tokens=False)
 
     think = workload.conversation_think_s or 0.0
     return tokenize_conversations(records, encode, workload.output_tokens, think)
+
+
+def file_source(name: str) -> str:
+    """Where a file's conversations came from, as the section says it."""
+    return f"your file {name}"
+
+
+def synthetic_source(workload: Workload) -> str:
+    turns = workload.conversation_turns or 1
+    return f"synthetic: {turns} turns per conversation, from the workload's figures"
 
 
 def engine_check(device: str | None) -> str:
@@ -96,17 +114,19 @@ def estimate_conversations(
     shapes: Shapes, gpu: GPU, gpu_count: int, dtype: str, workload: Workload, hw: Hardware,
     device: str | None = None, measured_link: float | None = None,
     conversations: list[Conversation] | None = None, rates: Calibration | None = None,
+    source: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The conversation section's JSON, for one engine copy of the deployment's layout:
-    `conversations` (a file's), or the workload's synthetic ones; `rates` measured on
-    `gpu`, else its datasheet's (estimated)."""
+    `conversations` (a file's, `source` saying which), or the workload's synthetic ones;
+    `rates` measured on `gpu`, else its datasheet's (estimated)."""
     layout = hw.layout() or (gpu_count, 1, 1)
     tp, replicas = layout[0], layout[2]
     users = math.ceil(workload.concurrency / replicas)
     rates = rates or assumed(gpu, dtype, shapes.num_layers)
     targets = {"ttft_ms": workload.ttft_ms, "tpot_ms": workload.tpot_ms}
     kwargs = {"kv_dtype": hw.kv_dtype, **targets}
-    conversations = conversations or synthetic_conversations(workload)
+    if not conversations:
+        conversations, source = synthetic_conversations(workload), synthetic_source(workload)
     p = prepare(shapes, rates, dtype, conversations, users, gpu, tp, **kwargs)
     served = project_conversations(shapes, rates, dtype, conversations, users, gpu, tp,
                                    prepared=p, **kwargs)  # fmt: skip
@@ -116,6 +136,7 @@ def estimate_conversations(
     advice = host_tier_advice(tier)
     return {
         "basis": rates.basis,
+        "source": source or "your conversations",
         "users_per_copy": users,
         "tensor_parallel": tp,
         "dtype": dtype,  # the weights' precision served (the KV's where `kv_cache` is "auto")
@@ -137,6 +158,7 @@ def render_conversations(section: dict[str, Any]) -> list[str]:
         "",
         f"Conversations ({summary['conversations']:,} conversations, {summary['turns']:,} "
         f"turns, {section['users_per_copy']} users per engine copy; {section['basis']})",
+        f"  from {section.get('source', 'the workload')}",
         f"  the mean turn: {summary['mean_prompt_tokens']:,.0f} prompt tokens (its history "
         f"included), {summary['mean_output_tokens']:,.0f} reply tokens",
         f"  prefix cache: {held} on the GPUs → hit rate {served['hit_rate']:.0%} of prompt "

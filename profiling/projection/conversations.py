@@ -105,7 +105,7 @@ class ConversationSummary:
 def parse_conversations(data: bytes | str) -> list[ChatRecord]:
     """The conversations of a JSON Lines file's `data`; a ConversationError naming the
     line for anything it cannot use."""
-    text = data.decode("utf-8-sig", errors="strict") if isinstance(data, bytes) else data
+    text = decode(data) if isinstance(data, bytes) else data
     out: list[ChatRecord] = []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
@@ -120,17 +120,23 @@ def parse_conversations(data: bytes | str) -> list[ChatRecord]:
     return out
 
 
+def decode(data: bytes) -> str:
+    """A file's bytes as text (a UTF-8 byte-order mark dropped); a ConversationError
+    naming the first line that is not UTF-8."""
+    try:
+        return data.decode("utf-8-sig", errors="strict")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise ConversationError(f"line {line}: not UTF-8 text") from None
+
+
 def read_conversations(path: str) -> list[ChatRecord]:
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as exc:
         raise ConversationError(f"cannot read {path}: {exc.strerror}") from None
-    try:
-        return parse_conversations(data)
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ConversationError(f"line {line}: not UTF-8 text") from None
+    return parse_conversations(data)
 
 
 def _record(line: str, number: int) -> ChatRecord:

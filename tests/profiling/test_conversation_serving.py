@@ -149,6 +149,7 @@ def test_the_estimate_command_reports_the_conversations_and_the_tiers_advice(tmp
     assert f"--kv-offloading-size {flag}" in done.stdout
     assert f"hit rate {served['hit_rate']:.0%} of prompt tokens" in done.stdout
     assert section["engine_check"].startswith("not measured: an estimate runs no engine")
+    assert section["source"].startswith("synthetic: 5 turns per conversation")
 
 
 def test_without_conversation_turns_the_estimate_has_no_conversation_section(tmp_path):
@@ -200,8 +201,11 @@ def test_a_conversation_file_is_tokenized_by_the_models_tokenizer_and_replayed(
 
     done = estimate_file(str(demo_model_dir), CHAT_FILE, tmp_path)
     assert done.returncode == 0, done.stderr
-    served = json.loads((tmp_path / "e.json").read_text())["conversations"]["served"]
+    section = json.loads((tmp_path / "e.json").read_text())["conversations"]
+    served = section["served"]
     assert (served["summary"]["conversations"], served["summary"]["turns"]) == (2, 3)
+    assert section["source"] == "your file chats.jsonl"
+    assert "  from your file chats.jsonl" in done.stdout
     # One user: a's first turn, a's second, then b. The second turn reuses a's whole first
     # turn and its reply; b reuses the system prompt a sent first, in full blocks of 16.
     tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
