@@ -19,6 +19,7 @@ from advisor.jobs.checks import (
     in_choice_order,
     refuse_unstorable_text,
 )
+from advisor.jobs.conversation_upload import ConversationFileField
 from advisor.jobs.models import Job, PromptSample, Worker
 from advisor.jobs.option_fields import clean_ints, form_field
 from advisor.jobs.samples import sample_from_upload
@@ -79,7 +80,7 @@ def _worker_label(worker: Worker) -> str:
     return f"{worker.name} ({', '.join(kinds)})" if kinds else worker.name
 
 
-class JobForm(forms.ModelForm):
+class JobForm(ConversationFileField, forms.ModelForm):
     model_name = forms.CharField(
         label="Model",
         max_length=512,
@@ -183,7 +184,8 @@ class JobForm(forms.ModelForm):
         "model_source", "model_name", "dtype", "quick",
         "gpu_kind", "gpu_count",
         "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
-        "ttft_ms", "tpot_ms", "stated_bottleneck", "notes",
+        "ttft_ms", "tpot_ms", "conversation_turns", "conversation_think_s",
+        "conversation_file", "stated_bottleneck", "notes",
         "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
         "run_quantization", "precisions", "quant_variants",
         "run_caching", "prompt_file", "run_parallel", "tp_measure", "engine", "run_on",
@@ -391,3 +393,4 @@ class JobForm(forms.ModelForm):
         if self.prompt_sample is not None:
             self.prompt_sample.job = self.instance
             self.prompt_sample.save()
+        self.save_conversations(self.instance)

@@ -239,6 +239,14 @@ class Job(models.Model):
             return None
         return PromptSample.objects.defer("prompts").filter(job=self).first()
 
+    def conversations(self) -> tuple[str, str]:
+        """(the uploaded conversation file's text, its name); ("", "") without one."""
+        try:
+            found = self.conversation_file
+        except ConversationFile.DoesNotExist:
+            return "", ""
+        return found.text, found.filename
+
     def sample_prompts(self) -> list[str]:
         """The prompt sample's prompts in file order; [] when the job has none."""
         try:
@@ -270,6 +278,24 @@ class PromptSample(models.Model):
 
     def __str__(self) -> str:
         return f"{self.filename or 'prompt sample'} ({self.prompt_count:,} prompts)"
+
+
+class ConversationFile(models.Model):
+    """The user's conversations (JSON Lines, OpenAI chat or ShareGPT), checked at upload
+    by the library's parser and kept as the file's text, up to CONVERSATIONS_MAX_BYTES,
+    for the worker to parse again and tokenize with the model's own tokenizer, as
+    `estimate --conversations` does. Pages show its name, count and size only."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="conversation_file")
+    filename = models.CharField(max_length=255, blank=True)
+    text = models.TextField()  # the file, decoded as UTF-8
+    conversation_count = models.PositiveIntegerField()
+    size_bytes = models.PositiveIntegerField()  # of the uploaded file
+    sha256 = models.CharField(max_length=64)  # of the uploaded file
+    created_at = models.DateTimeField(default=timezone.now)
+
+    def __str__(self) -> str:
+        return f"{self.filename or 'conversations'} ({self.conversation_count:,} conversations)"
 
 
 class WorkerQuerySet(models.QuerySet):

@@ -30,10 +30,10 @@ def too_big(size: int) -> str:
     )
 
 
-def refusal(reason: str) -> forms.ValidationError:
+def refusal(reason: str, code: str = "prompt_file") -> forms.ValidationError:
     """The parser's reason as a form error: a sentence, then what to do."""
     sentence = reason[:1].upper() + reason[1:]
-    return forms.ValidationError(f"{sentence.rstrip('.')}. {CHOOSE_AGAIN}", code="prompt_file")
+    return forms.ValidationError(f"{sentence.rstrip('.')}. {CHOOSE_AGAIN}", code=code)
 
 
 def sample_from_upload(upload: UploadedFile) -> PromptSample:

@@ -37,6 +37,7 @@ def config_for(job: Job) -> ProfileConfig:
         for o in OPTIONS.values()
         if o.family not in ("workload", "hardware")
     }
+    conversations, conversations_name = job.conversations()
     config = ProfileConfig(
         model=job.model_name,
         source=SOURCES[job.model_source],
@@ -50,6 +51,8 @@ def config_for(job: Job) -> ProfileConfig:
         experiments=experiments_for(job),
         # Read here, on the worker: the sample travels in the database, not the message.
         prompt_sample=job.sample_prompts() if job.run_caching else [],
+        conversations=conversations,
+        conversations_name=conversations_name,
         **techniques,
     )
     config.validate()

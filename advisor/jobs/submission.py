@@ -3,7 +3,7 @@
 The values are the new-job form's fields and go through `JobForm`, so a
 script gets the same checks and the same messages as the browser; a field
 left out takes the form's initial value, as an untouched form field would.
-The prompt-sample upload is the browser form's only: it has no field here.
+The file uploads (prompts, conversations) are the browser form's only: no field here.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from advisor.jobs.models import Job
 from advisor.jobs.request import strict_errors
 from profiling.measure import hardware
 
-UPLOAD_ONLY = ("prompt_file",)
+UPLOAD_ONLY = ("prompt_file", "conversation_file")
 FIELDS = tuple(name for name in JobForm.base_fields if name not in UPLOAD_ONLY)
 
 Errors = dict[str, list[str]]

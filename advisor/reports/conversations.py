@@ -34,6 +34,7 @@ def _context(section: dict[str, Any]) -> dict[str, Any]:
     cold, warm = served["cold"], served["warm"]
     recommended = bool(advice["recommended"])
     rows = [
+        ("Conversations from", section.get("source") or "the workload's turns"),
         ("Workload", f"{summary['conversations']:,} conversations, {summary['turns']:,} turns, "
                      f"{section['users_per_copy']:,} users per engine copy"),
         ("The mean turn", f"{summary['mean_prompt_tokens']:,.0f} prompt tokens (its history "
