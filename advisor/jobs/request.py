@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from advisor.jobs.models import Job
-from profiling.config import DTYPES
+from profiling.config import CONVERSATIONS_MAX_BYTES, DTYPES
 from profiling.measure import hardware
 from profiling.options import (
     BOOL,
@@ -86,7 +86,8 @@ class SiteFields(BaseModel):
     """The new-job form's own fields; the declared options are added to it below
     (`JobRequest`). A field left out takes the form's default.
 
-    The prompt-sample upload is the browser form's only.
+    The prompt-sample upload is the browser form's only; a conversation file is sent as
+    its text.
     """
 
     model_config = ConfigDict(
@@ -129,6 +130,11 @@ class SiteFields(BaseModel):
     run_quantization: bool = Field(False, description="Measure quantization")
     run_caching: bool = Field(False, description="Measure prefix caching")
     run_parallel: bool = Field(False, description="Measure parallelism and disaggregation")
+    conversation_file: Text(
+        CONVERSATIONS_MAX_BYTES,
+        "The text of a JSON Lines file of your conversations (OpenAI chat or ShareGPT), as "
+        "estimate --conversations reads it; within the body's size limit",
+    ) = ""
 
 
 JobRequest = create_model(

@@ -3,7 +3,8 @@
 The values are the new-job form's fields and go through `JobForm`, so a
 script gets the same checks and the same messages as the browser; a field
 left out takes the form's initial value, as an untouched form field would.
-The file uploads (prompts, conversations) are the browser form's only: no field here.
+The prompt-sample upload is the browser form's only: it has no field here; a
+conversation file is sent as its text (`SENT_AS_TEXT`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import secrets
 from typing import Any
 
 from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 
 from advisor.jobs import dispatch
@@ -20,7 +22,10 @@ from advisor.jobs.models import Job
 from advisor.jobs.request import strict_errors
 from profiling.measure import hardware
 
-UPLOAD_ONLY = ("prompt_file", "conversation_file")
+UPLOAD_ONLY = ("prompt_file",)
+# Files a browser uploads and a script sends as the text of the same field (bounded by
+# the API's body limit), read by the form's own upload check.
+SENT_AS_TEXT = {"conversation_file": "conversations.jsonl"}
 FIELDS = tuple(name for name in JobForm.base_fields if name not in UPLOAD_ONLY)
 
 Errors = dict[str, list[str]]
@@ -42,7 +47,7 @@ def token_accepted(given: str) -> bool:
 def defaults() -> dict[str, Any]:
     """Each field's initial value on a fresh form (512/128/8, quick, demo, …)."""
     form = JobForm()
-    return {name: form[name].initial for name in FIELDS}
+    return {name: form[name].initial for name in FIELDS if name not in SENT_AS_TEXT}
 
 
 def bind(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
@@ -50,11 +55,17 @@ def bind(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
 
     Errors are `{field: [messages]}`; "__all__" holds those of no one field.
     """
+    values = dict(values)
     unknown = sorted(set(values) - set(FIELDS))
     if unknown:
         known = ", ".join(FIELDS)
         return None, {name: [f"Unknown field. The fields are: {known}."] for name in unknown}
-    form = JobForm(data={**defaults(), **values})
+    files = {}
+    for name, filename in SENT_AS_TEXT.items():
+        text = values.pop(name, "")
+        if isinstance(text, str) and text:
+            files[name] = SimpleUploadedFile(filename, text.encode("utf-8", "surrogatepass"))
+    form = JobForm(data={**defaults(), **values}, files=files)
     if not form.is_valid():
         return None, {name: list(messages) for name, messages in form.errors.items()}
     return form, {}

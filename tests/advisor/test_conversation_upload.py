@@ -123,6 +123,32 @@ def test_the_page_shows_a_bad_files_error_and_keeps_the_other_values(browser, cp
     assert 'name="prompt_tokens" value="300"' in page and "my chats</textarea>" in page
 
 
+def post_json(client, body: dict[str, Any]):
+    return client.post("/api/v1/jobs", json.dumps(body), content_type="application/json")
+
+
+def test_a_script_sends_the_files_text_and_the_job_keeps_it_as_the_form_would(client, cpu_worker):
+    body = {"gpu_kind": "L4", "run_on": "cpu", "conversation_file": CHATS.decode()}
+    response = post_json(client, body)
+    assert response.status_code == 201, response.content
+    kept = ConversationFile.objects.get(job=Job.objects.get())
+    assert (kept.text, kept.conversation_count) == (CHATS.decode(), 2)
+    assert kept.filename == "conversations.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("sent", "words"),
+    [("not json\n", "Line 1: not valid JSON"), (["a list"], "Send a JSON string."),
+     ('{"messages": []}', "Line 1: the message list must be a non-empty list")],
+)  # fmt: skip
+def test_a_bad_conversation_text_is_a_400_on_its_field(client, cpu_worker, sent, words):
+    response = post_json(client, {"prompt_tokens": 256, "conversation_file": sent})
+    assert response.status_code == 400
+    errors = response.json()["errors"]
+    assert list(errors) == ["conversation_file"] and words in errors["conversation_file"][0]
+    assert not Job.objects.exists()
+
+
 def test_the_report_says_the_conversations_came_from_the_uploaded_file(client, demo_model_dir):
     from transformers import AutoTokenizer
 
