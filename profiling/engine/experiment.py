@@ -57,6 +57,7 @@ class Target:
     eval_ids: list[int]  # our evaluation text, tokenized; [] when quality is meaningless
     gptq_dir: str | None = None  # a checkpoint our quantization experiment saved
     engine: str = "vllm"  # a name in ENGINES
+    head_dim: int = 0  # the attention heads' width (0: unknown), which some formats need
 
 
 class Session:

@@ -78,12 +78,22 @@ def run_for_profile(
         max_model_len=max_model_len(config, loaded.info.max_position_embeddings),
         goodput=targets or None, prompt_sample=list(config.prompt_sample),
         check_prompts=load_prompts().prompts, eval_ids=eval_ids[: plan.eval_tokens],
-        gptq_dir=(artifacts or {}).get("gptq-int4"),
+        gptq_dir=(artifacts or {}).get("gptq-int4"), head_dim=head_dim(loaded.model.config),
     )  # fmt: skip
     try:
         return run_engine(target, plan, progress)
     except Exception as exc:  # the eager profile stands whatever the engine part does
         return _failed(config, dtype, repr(exc))
+
+
+def head_dim(model_config: Any) -> int:
+    """The attention heads' width from a transformers config (0 where it cannot say)."""
+    text = getattr(model_config, "text_config", None) or model_config
+    width = getattr(text, "head_dim", None)
+    if width:
+        return int(width)
+    hidden, heads = getattr(text, "hidden_size", 0), getattr(text, "num_attention_heads", 0)
+    return int(hidden // heads) if hidden and heads else 0
 
 
 def _failed(config: ProfileConfig, dtype: str, why: str) -> EngineResult:

@@ -137,6 +137,10 @@ def measure_quantization(
                       "gptq-int4 among its precisions makes the one the engine serves",
             ))  # fmt: skip
             continue
+        refused = engine.quantization_unsupported(method, t.device, t.head_dim)
+        if refused:
+            out.append(EngineQuantization(method, "not available", error=refused))
+            continue
         note = ""
         if method == "gptq" and t.gptq_dir:
             flags = engine.checkpoint_flags(t.gptq_dir, t.model)

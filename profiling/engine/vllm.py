@@ -208,6 +208,22 @@ def quantization_flags(method: str) -> list[str] | None:
     return list(found) if found is not None else None
 
 
+# vLLM's CPU attention takes an fp8 KV cache only for head sizes divisible by this (its
+# own start-up error: "FP8 KV cache requires head_size divisible by 32 on CPU").
+CPU_FP8_KV_HEAD_MULTIPLE = 32
+
+
+def quantization_unsupported(method: str, device: str, head_dim: int) -> str:
+    """Why vLLM refuses `method` on `device` for heads of `head_dim` before a server would
+    start (a start costs most of a minute on two cores); "" where it may run."""
+    if method == "fp8-kv" and device == "cpu" and head_dim % CPU_FP8_KV_HEAD_MULTIPLE:
+        return (
+            f"vLLM's CPU backend takes an fp8 KV cache only for head sizes divisible by "
+            f"{CPU_FP8_KV_HEAD_MULTIPLE}; this model's heads are {head_dim} wide: not started"
+        )
+    return ""
+
+
 def checkpoint_flags(path: str, served_as: str) -> list[str]:
     """Serve another checkpoint under the reference's name, so the same client runs."""
     return ["--model", path, "--served-model-name", served_as]

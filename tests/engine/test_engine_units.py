@@ -158,3 +158,11 @@ def test_the_random_workload_keeps_the_users_shared_prefix():
     assert at["--random-output-len"] == "32" and at["--seed"] == "3"
     sample = vllm.prompt_flags(512, 32, 384, Path("/s.jsonl"), 3)
     assert "custom" in sample and "/s.jsonl" in sample
+
+
+def test_a_format_the_engine_refuses_on_this_device_is_said_before_any_server_starts():
+    refused = vllm.quantization_unsupported("fp8-kv", "cpu", 16)
+    assert "divisible by 32" in refused and "16 wide" in refused
+    assert vllm.quantization_unsupported("fp8-kv", "cpu", 64) == ""
+    assert vllm.quantization_unsupported("fp8-kv", "cuda", 16) == ""  # a GPU takes any width
+    assert vllm.quantization_unsupported("fp8", "cpu", 16) == ""
