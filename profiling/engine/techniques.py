@@ -129,6 +129,9 @@ def measure_quantization(
     t, engine = session.target, session.engine
     out = []
     base = _at(reference, t.concurrency)
+    # One probe of the build's kernels (seconds) spares a server start (most of a minute)
+    # for each format it cannot run.
+    lacking = engine.missing_kernels(session.python, t.device)
     for method in session.plan.quantization:
         if method == "gptq" and not t.gptq_dir:
             out.append(EngineQuantization(
@@ -137,7 +140,7 @@ def measure_quantization(
                       "gptq-int4 among its precisions makes the one the engine serves",
             ))  # fmt: skip
             continue
-        refused = engine.quantization_unsupported(method, t.device, t.head_dim)
+        refused = engine.quantization_unsupported(method, t.device, t.head_dim, lacking)
         if refused:
             out.append(EngineQuantization(method, "not available", error=refused))
             continue

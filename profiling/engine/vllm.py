@@ -17,8 +17,10 @@ import shlex
 import subprocess
 from pathlib import Path
 
+from profiling.engine import vllm_kernels as kernels
 from profiling.engine.interface import MetricNames
 from profiling.engine.server import ended
+from profiling.engine.vllm_kernels import quantization_unsupported  # noqa: F401 (interface)
 
 NAME = "vllm"
 PYTHON_ENV = "ADVISOR_ENGINE_PYTHON"
@@ -74,6 +76,14 @@ def _run_python(python: Path, code: str, device: str) -> str | None:
         return None
     lines = done.stdout.strip().splitlines()
     return lines[-1] if done.returncode == 0 and lines else None
+
+
+def missing_kernels(python: Path | None = None, device: str = "cpu") -> dict[str, str]:
+    """Method -> the kernel the engine's build for this CPU lacks ({} on a GPU, or where
+    the probe cannot say: then a start shows it)."""
+    if device != "cpu":
+        return {}
+    return kernels.missing(_run_python(python or python_path(), kernels.PROBE, device))
 
 
 def version(python: Path | None = None, device: str = "cpu") -> str | None:
@@ -206,22 +216,6 @@ def quantization_flags(method: str) -> list[str] | None:
     it serves from a quantized checkpoint instead (GPTQ: see `checkpoint_flags`)."""
     found = _QUANTIZATION.get(method)
     return list(found) if found is not None else None
-
-
-# vLLM's CPU attention takes an fp8 KV cache only for head sizes divisible by this (its
-# own start-up error: "FP8 KV cache requires head_size divisible by 32 on CPU").
-CPU_FP8_KV_HEAD_MULTIPLE = 32
-
-
-def quantization_unsupported(method: str, device: str, head_dim: int) -> str:
-    """Why vLLM refuses `method` on `device` for heads of `head_dim` before a server would
-    start (a start costs most of a minute on two cores); "" where it may run."""
-    if method == "fp8-kv" and device == "cpu" and head_dim % CPU_FP8_KV_HEAD_MULTIPLE:
-        return (
-            f"vLLM's CPU backend takes an fp8 KV cache only for head sizes divisible by "
-            f"{CPU_FP8_KV_HEAD_MULTIPLE}; this model's heads are {head_dim} wide: not started"
-        )
-    return ""
 
 
 def checkpoint_flags(path: str, served_as: str) -> list[str]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from profiling.engine import ENGINES, bench, techniques, vllm
+import torch
+
+from profiling.engine import ENGINES, bench, techniques, vllm, vllm_kernels
 from profiling.engine.interface import MEMBERS
 from profiling.engine.metrics import parse_metrics
 from profiling.engine.plan import make_plan, sweep
@@ -166,3 +168,21 @@ def test_a_format_the_engine_refuses_on_this_device_is_said_before_any_server_st
     assert vllm.quantization_unsupported("fp8-kv", "cpu", 64) == ""
     assert vllm.quantization_unsupported("fp8-kv", "cuda", 16) == ""  # a GPU takes any width
     assert vllm.quantization_unsupported("fp8", "cpu", 16) == ""
+    lacking = vllm_kernels.missing('{"static_scaled_fp8_quant": false, "cpu_gemm_wna16": true}')
+    assert lacking == {"fp8": "static_scaled_fp8_quant"}
+    assert "no static_scaled_fp8_quant kernel" in vllm.quantization_unsupported(
+        "fp8", "cpu", 64, lacking
+    )
+    assert vllm.quantization_unsupported("gptq", "cpu", 64, lacking) == ""
+    assert vllm_kernels.missing(None) == {} and vllm_kernels.missing("not json") == {}
+
+
+def test_the_kernel_probe_reads_the_build_this_cpu_loads():
+    lacking = vllm.missing_kernels(device="cpu")
+    if not vllm.python_path().exists():
+        assert lacking == {}
+        return
+    # vLLM loads its AVX2 build where torch finds no AVX-512; that build lacks both.
+    expected = {} if torch.cpu._is_avx512_supported() else dict(vllm_kernels.CPU_KERNELS)
+    assert lacking == expected or (expected == {} and set(lacking) <= {"fp8", "gptq"})
+    assert vllm.missing_kernels(device="cuda") == {}
