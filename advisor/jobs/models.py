@@ -259,7 +259,20 @@ for _name in (*OPTIONS, *SWITCHES):
     setattr(Job, _name, stored_option(_name))
 
 
-class PromptSample(models.Model):
+class Upload(models.Model):
+    """What the site keeps of every file a user sends with a job: its name (shown only),
+    size and digest; the job's own row holds the checked contents."""
+
+    filename = models.CharField(max_length=255, blank=True)
+    size_bytes = models.PositiveIntegerField()  # of the uploaded file
+    sha256 = models.CharField(max_length=64)  # of the uploaded file
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        abstract = True
+
+
+class PromptSample(Upload):
     """The user's own prompts for the prefix-caching experiment, parsed at upload.
 
     A row of its own, saved in the job's transaction, so a worker on another
@@ -269,30 +282,22 @@ class PromptSample(models.Model):
     """
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="prompt_sample")
-    filename = models.CharField(max_length=255, blank=True)
     prompts = models.JSONField(default=list)  # list[str], in file order
     prompt_count = models.PositiveIntegerField()
-    size_bytes = models.PositiveIntegerField()  # of the uploaded file
-    sha256 = models.CharField(max_length=64)  # of the uploaded file
-    created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:
         return f"{self.filename or 'prompt sample'} ({self.prompt_count:,} prompts)"
 
 
-class ConversationFile(models.Model):
+class ConversationFile(Upload):
     """The user's conversations (JSON Lines, OpenAI chat or ShareGPT), checked at upload
     by the library's parser and kept as the file's text, up to CONVERSATIONS_MAX_BYTES,
     for the worker to parse again and tokenize with the model's own tokenizer, as
     `estimate --conversations` does. Pages show its name, count and size only."""
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="conversation_file")
-    filename = models.CharField(max_length=255, blank=True)
     text = models.TextField()  # the file, decoded as UTF-8
     conversation_count = models.PositiveIntegerField()
-    size_bytes = models.PositiveIntegerField()  # of the uploaded file
-    sha256 = models.CharField(max_length=64)  # of the uploaded file
-    created_at = models.DateTimeField(default=timezone.now)
 
     def __str__(self) -> str:
         return f"{self.filename or 'conversations'} ({self.conversation_count:,} conversations)"
