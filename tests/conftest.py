@@ -244,6 +244,9 @@ def celery_worker_proc(worker_factory: Callable[..., WorkerProcess]) -> WorkerPr
 def worker(celery_worker_proc: WorkerProcess, transactional_db: None) -> Iterator[WorkerProcess]:
     """The session worker, left idle after the test: active jobs are cancelled."""
     assert celery_worker_proc.alive(), celery_worker_proc.log_tail()
+    # The last test's flush removed the worker's row; a test that picks a live worker
+    # (the form's "run on") starts once the worker's next beat has put it back.
+    _wait_announced(celery_worker_proc)
     yield celery_worker_proc
     settle_jobs()
     print(f"--- log of worker {celery_worker_proc.name} ---\n{celery_worker_proc.log_tail()}")
