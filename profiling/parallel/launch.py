@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -140,9 +141,19 @@ def _read(path: Path) -> dict[str, Any]:
         return {}
 
 
+# A rank's exception line ("OSError: ...", "[rank1]: torch.OutOfMemoryError: ...").
+_RAISED = re.compile(r"^(?:\[rank\d+\]:\s*)?(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception): ")
+
+
 def _tail(text: str, lines: int = 3) -> str:
+    """The last exception a rank printed, else the last lines: torchrun's own summary
+    ("error_file: <N/A>", a banner of '=') comes after the rank's traceback when the
+    rank that failed was not the one writing the result."""
     kept = [line.strip() for line in text.splitlines() if line.strip()]
     kept = [line for line in kept if not any(noise in line for noise in _NOISE)]
+    raised = [line for line in kept if _RAISED.match(line)]
+    if raised:
+        return raised[-1][:800]
     return " | ".join(kept[-lines:])[-800:]
 
 

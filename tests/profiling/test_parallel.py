@@ -292,3 +292,24 @@ def test_the_cli_runs_the_parallel_experiment(model_dir: Path, tmp_path: Path) -
     assert {"plans", "measured", "disaggregation"} <= data["parallel"].keys()
     assert data["disaggregation"]["finding"]
     assert data["config"]["tp_measure"] == 0
+
+
+RAISED = "OSError: /tmp/x/no-model is not a directory with a config.json"
+
+
+def test_the_reason_is_the_ranks_exception_not_torchruns_summary_after_it() -> None:
+    from profiling.parallel.launch import _tail
+
+    output = "\n".join([
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "tp_worker.py", line 38, in main',
+        f"[rank1]: {RAISED}",
+        "W1206 20:58:01 torch/distributed/elastic/multiprocessing/api.py:900] Sending SIGTERM",
+        "Root Cause (first observed failure):",
+        "  exitcode  : 1 (pid: 123)",
+        "  error_file: <N/A>",
+        "  traceback : To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html",
+        "============================================================",
+    ])  # fmt: skip
+    assert _tail(output) == f"[rank1]: {RAISED}"
+    assert _tail("first\nsecond\nthird\nfourth") == "second | third | fourth"  # no exception
