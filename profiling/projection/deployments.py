@@ -20,7 +20,9 @@ from typing import Any
 
 from profiling.config import Workload
 from profiling.measure.hardware_prices import Price, price
+from profiling.projection.engines import limits
 from profiling.projection.search import Evaluated, Scenario, engine, search, serve
+from profiling.projection.step_time import steady_seconds
 
 MAX_USERS = 4096  # the concurrency option's ceiling
 # Where an answer is wanted at once (the report's what-if), only the first configuration of
@@ -108,11 +110,9 @@ def capacity(sc: Scenario, e: Evaluated) -> Capacity:
 
 
 def _static_miss(sc: Scenario, e: Evaluated) -> Callable[[int], float] | None:
-    """Users -> the step model's steady decode step at that many users over the TPOT
-    target: every row's context half-way through its output, and the prompt work of one
-    request per `output_tokens` tokens emitted mixed in (as the simulated engine's own
-    steady-state estimate); inf where their KV caches do not fit, None without a TPOT
-    target."""
+    """Users -> the step model's steady step at that many users (`steady_seconds`, as the
+    simulated engine estimates its own steady state) over the TPOT target; inf where their
+    KV caches do not fit, None without a TPOT target."""
     w = sc.workload
     if not w.tpot_ms:
         return None
@@ -121,11 +121,10 @@ def _static_miss(sc: Scenario, e: Evaluated) -> Callable[[int], float] | None:
         found = engine(sc, e.configuration, users)
         if found is None:
             return math.inf
-        rows, fresh = found.users, w.prompt_tokens - found.cached
-        mixed = round(rows * fresh / max(1, w.output_tokens))
-        chunk = ((mixed, found.cached + fresh // 2),) if mixed > 0 else ()
-        context = rows * (w.prompt_tokens + w.output_tokens / 2)
-        step = found.step.seconds(rows, context, chunk)  # type: ignore[attr-defined]
+        budget = limits(sc.gpu).max_batched_tokens
+        step = steady_seconds(
+            found.step, found.users, w.prompt_tokens, w.output_tokens, found.cached, budget
+        )
         return step * 1e3 / w.tpot_ms
 
     return miss

@@ -35,7 +35,7 @@ from typing import Any
 
 from profiling import serde
 from profiling.projection.engines import limits
-from profiling.projection.step_time import StepModel
+from profiling.projection.step_time import StepModel, steady_seconds
 
 # The prefill chunk whose activations the fit check holds back (vLLM's server on an
 # 80 GB GPU steps 8,192 tokens); the scheduler's own limits depend on the GPU and
@@ -183,9 +183,8 @@ def simulate(
         fresh = prompt_tokens - cached
         alone = step.seconds(0, 0, ((fresh, cached),))
         rows = min(concurrency, limit)
-        mixed = min(max_batched_tokens - rows, round(rows * fresh / max(1, output_tokens)))
-        chunk = ((mixed, cached + fresh // 2),) if mixed > 0 else ()
-        decode = step.seconds(rows, rows * (prompt_tokens + output_tokens / 2), chunk)
+        decode = steady_seconds(step, rows, prompt_tokens, output_tokens, cached,
+                                max_batched_tokens)  # fmt: skip
         spread = alone + decode * max(output_tokens - 1, 0)
         for user in range(concurrency):
             arrivals.append(

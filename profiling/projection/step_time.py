@@ -116,6 +116,19 @@ class StepModel:
         return max(seconds, flops / compute) if compute else seconds
 
 
+def steady_seconds(
+    step: object, rows: int, prompt_tokens: int, output_tokens: int, cached: int, budget: int
+) -> float:
+    """One engine step in steady state: `rows` decode rows half-way through their output,
+    with the prompt work of one request per `output_tokens` tokens emitted mixed in (its
+    `cached` prefix served from the cache), up to the step's token `budget`."""
+    fresh = prompt_tokens - cached
+    mixed = min(budget - rows, round(rows * fresh / max(1, output_tokens)))
+    chunk = ((mixed, cached + fresh // 2),) if mixed > 0 else ()
+    context = rows * (prompt_tokens + output_tokens / 2)
+    return step.seconds(rows, context, chunk)  # type: ignore[attr-defined]
+
+
 def kv_capacity_tokens(
     shapes: Shapes,
     dtype: str,
