@@ -8,6 +8,7 @@ from profiling.config import ProfileConfig
 from profiling.engine.experiment import Progress, Target, run_engine
 from profiling.engine.plan import CHECK_TOKENS, EVAL_WINDOW, make_plan
 from profiling.engine.results import EngineResult
+from profiling.model.shapes import Shapes
 
 MIN_MODEL_LEN = 1024  # room for the evaluation windows and the greedy checks
 
@@ -66,6 +67,7 @@ def run_for_profile(
         return _failed(config, dtype, "a config-only model has random weights and no "
                        "tokenizer; the engine serves real checkpoints only")  # fmt: skip
     targets = {k: v for k, v in (("ttft", w.ttft_ms), ("tpot", w.tpot_ms)) if v}
+    shapes = Shapes.from_config(loaded.model.config.to_dict())
     eval_ids = list(loaded.tokenizer(load_eval_text().text)["input_ids"])
     plan = make_plan(
         w.concurrency, config.quick, config.spec_ks or None, config.prompt_lookup,
@@ -78,22 +80,12 @@ def run_for_profile(
         max_model_len=max_model_len(config, loaded.info.max_position_embeddings),
         goodput=targets or None, prompt_sample=list(config.prompt_sample),
         check_prompts=load_prompts().prompts, eval_ids=eval_ids[: plan.eval_tokens],
-        gptq_dir=(artifacts or {}).get("gptq-int4"), head_dim=head_dim(loaded.model.config),
+        gptq_dir=(artifacts or {}).get("gptq-int4"), head_dim=shapes.head_dim,
     )  # fmt: skip
     try:
         return run_engine(target, plan, progress)
     except Exception as exc:  # the eager profile stands whatever the engine part does
         return _failed(config, dtype, repr(exc))
-
-
-def head_dim(model_config: Any) -> int:
-    """The attention heads' width from a transformers config (0 where it cannot say)."""
-    text = getattr(model_config, "text_config", None) or model_config
-    width = getattr(text, "head_dim", None)
-    if width:
-        return int(width)
-    hidden, heads = getattr(text, "hidden_size", 0), getattr(text, "num_attention_heads", 0)
-    return int(hidden // heads) if hidden and heads else 0
 
 
 def _failed(config: ProfileConfig, dtype: str, why: str) -> EngineResult:
