@@ -4,7 +4,8 @@
     python bench/estimate_vs_published.py --rows ID,ID       # only these rows
     python bench/estimate_vs_published.py --json out.json    # everything, as JSON
 
-The rows are `bench/data/published_serving.jsonl`: published serving measurements
+The rows are `bench/data/published_serving.jsonl` (and the rows added to it from the
+sources it quotes, `published_serving_v014_online.jsonl`): published serving measurements
 (TensorRT-LLM performance tables, MLPerf Inference results, vLLM / SGLang / TGI /
 LMDeploy posts, recipes and issues), each copied with its `source_url`, the exact
 `quote` it was read from and `notes` on what limits its comparability, plus two
@@ -95,6 +96,8 @@ from profiling.projection.validation import summary_of  # noqa: E402
 DATA = Path(__file__).resolve().parent / "data"
 VALIDATION = Path(__file__).resolve().parent.parent / "profiling" / "data" / "validation.json"
 ROWS_FILE = DATA / "published_serving.jsonl"
+# Rows read later from a source the collection quotes, kept apart (bench/data/README.md).
+ADDED_ROWS_FILES = (DATA / "published_serving_v014_online.jsonl",)
 CONFIGS = DATA / "configs"
 
 METRICS = ("ttft", "itl_tpot", "throughput")
@@ -157,8 +160,12 @@ MAX_SEQS_STATED = (re.compile(r"--max-num-seqs ([\d,]+)"), re.compile(r"Max\. Se
 # -- reading a row -------------------------------------------------------------------
 
 
-def load_rows(path: Path = ROWS_FILE) -> list[dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+def load_rows(*paths: Path) -> list[dict[str, Any]]:
+    """The rows of `paths` (default: the collection, then the rows added to it)."""
+    rows = []
+    for path in paths or (ROWS_FILE, *ADDED_ROWS_FILES):
+        rows += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return rows
 
 
 def load_configs() -> dict[str, dict[str, Any]]:
