@@ -5,8 +5,10 @@ No torch import. A step is one forward over every running request's next token
 prefilled. Its work is counted in FLOPs and bytes read (weights once, a mixture
 of experts only the experts its rows route to; every row's KV cache; the KV
 written), and its time is the slower of the calibration's two phase models on
-that work (prefill's compute-bound one, decode's memory-bound one), never below
-the per-pass floor. A step of decode rows alone is never faster than its FLOPs at
+that work (a measured prefill's compute-bound fit, a measured decode's
+memory-bound one; the datasheet estimate's phases both add the step's arithmetic
+to its memory traffic: `profiling.projection.calibration`), never below the
+per-pass floor. A step of decode rows alone is never faster than its FLOPs at
 prefill's compute rate either: hundreds of rows make a decode step compute-bound.
 A quantized format's kernels pay their unpacking and scales on the weight bytes
 they read (`Precision.dequant`), not on the KV cache, which they do not touch.
