@@ -4,7 +4,8 @@ The values are the new-job form's fields and go through `JobForm`, so a
 script gets the same checks and the same messages as the browser; a field
 left out takes the form's initial value, as an untouched form field would.
 The prompt-sample upload is the browser form's only: it has no field here; a
-conversation file is sent as its text (`SENT_AS_TEXT`).
+conversation file is sent as its text (`SENT_AS_TEXT`) by the API, and as the file
+itself by `submit_job` (`check`'s `files`), read by the form's own upload check.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import secrets
 from typing import Any
 
 from django.conf import settings
+from django.core.files import File
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import transaction
 
@@ -50,8 +52,11 @@ def defaults() -> dict[str, Any]:
     return {name: form[name].initial for name in FIELDS if name not in SENT_AS_TEXT}
 
 
-def bind(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
-    """A bound, validated form for `values` over the defaults; or None and the errors.
+def bind(
+    values: dict[str, Any], files: dict[str, File] | None = None
+) -> tuple[JobForm | None, Errors]:
+    """A bound, validated form for `values` over the defaults, with `files` as a browser's
+    uploads of those fields; or None and the errors.
 
     Errors are `{field: [messages]}`; "__all__" holds those of no one field.
     """
@@ -60,7 +65,7 @@ def bind(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
     if unknown:
         known = ", ".join(FIELDS)
         return None, {name: [f"Unknown field. The fields are: {known}."] for name in unknown}
-    files = {}
+    files = dict(files or {})
     for name, filename in SENT_AS_TEXT.items():
         text = values.pop(name, "")
         if isinstance(text, str) and text:
@@ -81,13 +86,16 @@ def gpu_key(text: str) -> str:
         return text
 
 
-def check(values: dict[str, Any]) -> tuple[JobForm | None, Errors]:
+def check(
+    values: dict[str, Any], files: dict[str, File] | None = None
+) -> tuple[JobForm | None, Errors]:
     """`values` from a script, strictly typed (JSON's types, storable text) and then
-    checked by the form: a bound, valid form, or None and every field's errors."""
+    checked by the form with `files` (a field's file, as a browser uploads it): a bound,
+    valid form, or None and every field's errors."""
     if isinstance(values.get("gpu_kind"), str):
         values = {**values, "gpu_kind": gpu_key(values["gpu_kind"])}
     refused = strict_errors(values)
-    form, errors = bind({k: v for k, v in values.items() if k not in refused})
+    form, errors = bind({k: v for k, v in values.items() if k not in refused}, files)
     errors = {**errors, **refused}
     return (form if not errors else None), errors
 

@@ -15,8 +15,12 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 
 from advisor.jobs import submission
+from advisor.jobs.forms import JobForm
 from advisor.jobs.management.commands.submit_job import bar, summary
-from advisor.jobs.models import Job, Worker
+from advisor.jobs.models import ConversationFile, Job, Worker
+from profiling.config import CONVERSATIONS_MAX_BYTES
+from tests.advisor.formdata import demo_form
+from tests.advisor.test_conversation_upload import CHATS, upload
 from tests.advisor.test_tasks import SMALL, missing_model
 from tests.conftest import ROOT
 
@@ -73,6 +77,45 @@ def test_bad_input_exits_2_from_the_shell():
     assert "--prompt-tokens: Ensure this value is greater than or equal to 1." in done.stderr
 
 
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (b"", "The conversation file is empty"),
+        (b"What is a KV cache?\n", "Line 1: not valid JSON"),
+        (CHATS + b'{"prompt": "not a chat"}\n', 'Line 3: expected a "messages" list'),
+        (b'{"messages": [{"role": "user", "content": "caf\xe9"}]}\n', "Line 1: not UTF-8 text"),
+    ],
+)  # fmt: skip
+def test_a_bad_conversation_file_exits_2_with_the_forms_message(cpu_worker, tmp_path, content,
+                                                                words):  # fmt: skip
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(content)
+    out, error = run("--no-wait", "--conversations", str(path))
+    assert error is not None and error.returncode == 2
+    form = JobForm(demo_form(), upload(content))  # a browser's upload of the same file
+    assert not form.is_valid()
+    assert f"--conversations: {form.errors['conversation_file'][0]}" in str(error)
+    assert words in str(error)
+    assert not Job.objects.exists() and not ConversationFile.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_conversation_file_over_the_size_limit_or_missing_exits_2(cpu_worker, tmp_path):
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as f:
+        f.truncate(CONVERSATIONS_MAX_BYTES + 1)
+    out, error = run("--no-wait", "--conversations", str(big))
+    assert error is not None and error.returncode == 2
+    said = f"--conversations: The conversation file is {CONVERSATIONS_MAX_BYTES + 1:,} bytes"
+    assert said in str(error) and "over the limit" in str(error)
+    missing = tmp_path / "nope.jsonl"
+    out, error = run("--no-wait", "--conversations", str(missing))
+    assert error is not None and error.returncode == 2
+    assert f"--conversations: cannot read {missing}: No such file or directory" in str(error)
+    assert not Job.objects.exists() and not ConversationFile.objects.exists()
+
+
 # Submit and follow ----------------------------------------------------------------------
 
 
@@ -89,6 +132,23 @@ def test_no_wait_submits_with_the_flags_and_prints_the_link(cpu_worker, redis_ur
     assert (job.run_quantization, job.run_caching, job.run_speculative) == (True, True, False)
     assert (job.precisions, job.quant_variants) == (["fp32", "int8"], ["lm_head"])
     assert job.dispatched_at is not None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_conversation_file_is_kept_with_the_job_as_the_forms_upload_is(
+    cpu_worker, redis_url, tmp_path
+):
+    path = tmp_path / "my-chats.jsonl"
+    path.write_bytes(CHATS)
+    out, error = run("--no-wait", "--run-on", "cpu", "--conversations", str(path))
+    assert error is None, error
+    kept = ConversationFile.objects.get(job=Job.objects.get(origin=Job.Origin.CLI))
+    assert (kept.filename, kept.text, kept.size_bytes) == ("my-chats.jsonl", CHATS.decode(),
+                                                           len(CHATS))  # fmt: skip
+    form = JobForm(demo_form(), upload(CHATS))
+    assert form.is_valid(), form.errors
+    assert (kept.conversation_count, kept.sha256) == (form.conversation_upload.conversation_count,
+                                                      form.conversation_upload.sha256)  # fmt: skip
 
 
 @pytest.mark.django_db

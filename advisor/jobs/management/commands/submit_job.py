@@ -1,7 +1,8 @@
 """`manage.py submit_job`: submit a job from the terminal and watch it to the end.
 
 The flags are the new-job form's fields and go through the same form, so the
-checks and messages are the browser's. While the job runs, a progress bar
+checks and messages are the browser's; --conversations FILE is read by the form's
+own upload check, as a browser's upload of it is. While the job runs, a progress bar
 (phase, %, message) is redrawn in place; then the share link (its path) and a
 one-paragraph summary are printed.
 
@@ -14,8 +15,11 @@ from __future__ import annotations
 import os
 import time
 from argparse import ArgumentParser
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 from django.urls import reverse
 
@@ -33,6 +37,7 @@ FLAGS = {
     "model_name": "--model", "model_source": "--source", "dtype": "--dtype",
     "quick": "--full", "gpu_kind": "--gpu", "run_on": "--run-on",
     "stated_bottleneck": "--stated-bottleneck", "notes": "--notes",
+    "conversation_file": "--conversations",
     **{option.name: option.flag for option in OPTIONS.values()},
 }  # fmt: skip
 
@@ -72,6 +77,11 @@ class Command(BaseCommand):
         parser.add_argument("--stated-bottleneck", default="unsure")
         parser.add_argument("--notes", default="")
         parser.add_argument(
+            "--conversations", default="", metavar="FILE",
+            help="your conversations, JSON Lines (OpenAI chat messages or ShareGPT), as the "
+            "form's upload and estimate --conversations take them",
+        )  # fmt: skip
+        parser.add_argument(
             "--experiments", default="", help=f"comma-separated: {','.join(EXPERIMENT_NAMES)}"
         )
         add_option_flags(parser, "speculative", "quantization", "parallel", "engine")
@@ -94,7 +104,8 @@ class Command(BaseCommand):
             )  # fmt: skip
         if not submission.token_accepted(options["token"]):
             raise self.bad_input(["--token: this site creates jobs only with its access token"])
-        form, errors = submission.check(self.values(options, experiments))
+        with self.uploads(options["conversations"]) as files:
+            form, errors = submission.check(self.values(options, experiments), files)
         if errors:
             raise self.bad_input(
                 [f"{FLAGS.get(field, '')}: {m}".lstrip(": ") for field, ms in errors.items()
@@ -135,6 +146,22 @@ class Command(BaseCommand):
             values[option.name] = value
         values.update({f"run_{name}": True for name in experiments})
         return values
+
+    @contextmanager
+    def uploads(self, conversations: str) -> Iterator[dict[str, File]]:
+        """The files the form checks as a browser's uploads: --conversations FILE, open
+        while the form reads it (its size is checked before it is read); {} without one."""
+        if not conversations:
+            yield {}
+            return
+        try:
+            opened = open(conversations, "rb")  # noqa: SIM115 - closed below, after the check
+        except OSError as exc:  # in the words of estimate --conversations
+            raise self.bad_input(
+                [f"--conversations: cannot read {conversations}: {exc.strerror}"]
+            ) from None
+        with opened:
+            yield {"conversation_file": File(opened, name=os.path.basename(conversations))}
 
     def bad_input(self, lines: list[str]) -> CommandError:
         return CommandError("bad input:\n  " + "\n  ".join(lines), returncode=EXIT_BAD_INPUT)
