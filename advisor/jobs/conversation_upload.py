@@ -6,7 +6,7 @@ so a file refused here is refused there in the same words, line number included.
 upload's size is checked before it is read; the request only parses, and the worker
 parses the stored text again and tokenizes it with the model's own tokenizer. Nothing
 is written to disk: the text lives in the database row, bounded by
-CONVERSATIONS_MAX_BYTES.
+CONVERSATIONS_MAX_BYTES; the parser refuses a file of more than MAX_TURNS turns.
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ from advisor.jobs.models import ConversationFile
 from advisor.jobs.samples import FILENAME_MAX, refusal
 from profiling import units
 from profiling.config import CONVERSATIONS_MAX_BYTES
-from profiling.projection.conversations import ConversationError, decode, parse_conversations
+from profiling.projection.conversations import (
+    MAX_TURNS,
+    ConversationError,
+    decode,
+    parse_conversations,
+)
 from profiling.text import text_problem
 
 CODE = "conversation_file"
@@ -72,10 +77,10 @@ class ConversationFileField(forms.Form):
         widget=forms.FileInput(attrs={"accept": ".jsonl,.ndjson,.json"}),
         help_text='JSON Lines, one conversation a line: OpenAI chat ("messages" of "role" '
         'and "content") or ShareGPT ("conversations" of "from" and "value"), up to '
-        f"{units.size(CONVERSATIONS_MAX_BYTES)}. Counted with the model's own tokenizer and "
-        "replayed through the prefix cache at your GPUs' KV capacity, with the think time "
-        "above, instead of synthetic turns, on the GPU kind above (else the GPU the job "
-        "runs on).",
+        f"{units.size(CONVERSATIONS_MAX_BYTES)} and {MAX_TURNS:,} turns. Counted with the "
+        "model's own tokenizer and replayed through the prefix cache at your GPUs' KV "
+        "capacity, with the think time above, instead of synthetic turns, on the GPU kind "
+        "above (else the GPU the job runs on).",
     )
 
     def clean_conversation_file(self) -> Any:

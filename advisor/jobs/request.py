@@ -29,6 +29,7 @@ from profiling.options import (
     TEXT,
     Option,
 )
+from profiling.projection.conversations import MAX_TURNS
 from profiling.text import text_problem
 
 
@@ -133,7 +134,8 @@ class SiteFields(BaseModel):
     conversation_file: Text(
         CONVERSATIONS_MAX_BYTES,
         "The text of a JSON Lines file of your conversations (OpenAI chat or ShareGPT), as "
-        "estimate --conversations reads it; within the body's size limit",
+        f"estimate --conversations reads it, of up to {MAX_TURNS:,} turns; within the body's "
+        "size limit",
     ) = ""
 
 

@@ -23,6 +23,7 @@ from profiling.model.shapes import Shapes
 from profiling.projection.calibration import Calibration, assumed
 from profiling.projection.conversation_serving import prepare, project_conversations
 from profiling.projection.conversations import (
+    MAX_TURNS,
     ChatRecord,
     Conversation,
     SyntheticSpec,
@@ -36,7 +37,6 @@ from profiling.units import GIB, ms, size
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 CONVERSATIONS_PER_USER = 8
-MAX_TURNS = 20_000  # the replay's work: a few seconds at most on a small CPU
 ENGINE_CHECK_CPU = (
     "not applicable on CPU: vLLM's KV offloading moves blocks between a GPU and host "
     "memory, and a CPU worker has no GPU to offload from"

@@ -32,6 +32,9 @@ from typing import Any
 from profiling.config import ConfigError
 
 MAX_CONVERSATIONS = 100_000
+# Turns a replay takes: its work grows with every turn (a few seconds at most on a small
+# CPU at this many). A file with more is refused; synthetic workloads are cut to it.
+MAX_TURNS = 20_000
 USER_ROLES = {"user", "human"}
 ASSISTANT_ROLES = {"assistant", "gpt", "model", "chatgpt", "bing", "bard"}
 SYSTEM_ROLES = {"system", "developer"}
@@ -56,6 +59,18 @@ class ChatRecord:
     id: str
     messages: list[Message]
     line: int
+
+    @property
+    def turns(self) -> int:
+        """Its requests, as `tokenize_conversations` cuts them: a user message (or several
+        in a row) and the reply after it, if any."""
+        count, waiting = 0, False
+        for message in self.messages:
+            if message.role == "user" and not waiting:
+                count, waiting = count + 1, True
+            elif message.role == "assistant":
+                waiting = False
+        return count
 
 
 @dataclass(frozen=True)
@@ -104,7 +119,7 @@ class ConversationSummary:
 
 def parse_conversations(data: bytes | str) -> list[ChatRecord]:
     """The conversations of a JSON Lines file's `data`; a ConversationError naming the
-    line for anything it cannot use."""
+    line for anything it cannot use, or saying how many turns it holds over MAX_TURNS."""
     text = decode(data) if isinstance(data, bytes) else data
     out: list[ChatRecord] = []
     for number, line in enumerate(text.split("\n"), start=1):
@@ -117,6 +132,12 @@ def parse_conversations(data: bytes | str) -> list[ChatRecord]:
         out.append(_record(line, number))
     if not out:
         raise ConversationError("the conversation file is empty: it holds no conversations")
+    turns = sum(record.turns for record in out)
+    if turns > MAX_TURNS:
+        raise ConversationError(
+            f"the conversation file holds {turns:,} turns, over the limit of {MAX_TURNS:,} "
+            "(the replay's work grows with every turn); send fewer"
+        )
     return out
 
 

@@ -7,24 +7,28 @@ import hashlib
 import json
 import subprocess
 import sys
+from io import StringIO
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 
 from advisor.jobs import spec
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import ConversationFile, Job
+from advisor.jobs.request import JobRequest
 from profiling.advice.conversations import attach_conversations
 from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.profile import Profile
-from profiling.projection.conversations import ConversationError, parse_conversations
+from profiling.projection.conversations import MAX_TURNS, ConversationError, parse_conversations
 from tests.advisor.formdata import demo_form
 from tests.advisor.pages import csrf_token
 from tests.advisor.test_charts import real_demo_profile
 from tests.advisor.test_one_story import rendered, section, text
 from tests.conftest import wait_for_job
+from tests.profiling.test_conversations import turns_file
 
 pytestmark = pytest.mark.django_db
 
@@ -147,6 +151,50 @@ def test_a_bad_conversation_text_is_a_400_on_its_field(client, cpu_worker, sent,
     errors = response.json()["errors"]
     assert list(errors) == ["conversation_file"] and words in errors["conversation_file"][0]
     assert not Job.objects.exists()
+
+
+def refusal_on(surface: str, content: bytes, client, tmp_path: Path) -> str:
+    """The conversation file's error as `surface` reports it (form, API or submit_job)."""
+    if surface == "form":
+        form = JobForm(demo_form(), upload(content))
+        assert not form.is_valid() and list(form.errors) == ["conversation_file"]
+        return form.errors["conversation_file"][0]
+    if surface == "api":
+        response = post_json(client, {"conversation_file": content.decode()})
+        assert response.status_code == 400
+        errors = response.json()["errors"]
+        assert list(errors) == ["conversation_file"]
+        return errors["conversation_file"][0]
+    path = tmp_path / "chats.jsonl"
+    path.write_bytes(content)
+    try:
+        call_command("submit_job", "--no-wait", "--conversations", str(path), stdout=StringIO())
+    except CommandError as exc:
+        assert exc.returncode == 2
+        return str(exc)
+    raise AssertionError("submit_job took the file")
+
+
+@pytest.mark.parametrize("surface", ["form", "api", "submit_job"])
+def test_a_file_over_the_turn_cap_is_refused_on_every_surface_saying_how_many(
+    client, cpu_worker, settings, tmp_path, surface
+):
+    content = turns_file(MAX_TURNS + 1).encode()
+    settings.ADVISOR_API_MAX_BODY_BYTES = 2 * len(content)  # the cap, not the body limit
+    said = refusal_on(surface, content, client, tmp_path)
+    assert f"holds {MAX_TURNS + 1:,} turns, over the limit of {MAX_TURNS:,}" in said
+    assert not Job.objects.exists() and not ConversationFile.objects.exists()
+
+
+def test_a_file_at_the_turn_cap_is_taken_and_the_cap_is_stated_where_the_file_is_asked_for(
+    cpu_worker,
+):
+    form = JobForm(demo_form(), upload(turns_file(MAX_TURNS).encode()))
+    assert form.is_valid(), form.errors
+    stated = f"{MAX_TURNS:,} turns"
+    assert stated in form.fields["conversation_file"].help_text
+    schema = JobRequest.model_json_schema()["properties"]["conversation_file"]
+    assert stated in schema["description"]
 
 
 def test_the_report_says_the_conversations_came_from_the_uploaded_file(client, demo_model_dir):

@@ -18,11 +18,12 @@ from profiling.measure.hardware import lookup
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
 from profiling.projection.conversation_serving import prepare, project_conversations
-from profiling.projection.conversations import SyntheticSpec, synthetic
+from profiling.projection.conversations import MAX_TURNS, SyntheticSpec, synthetic
 from profiling.projection.estimate import shipped_configs
 from profiling.projection.host_tier import host_link, project_host_tier
 from profiling.projection.step_time import StepModel
 from profiling.units import GIB
+from tests.profiling.test_conversations import turns_file
 
 # 200 conversations of 5 turns after a 512-token system prompt: 32 users' histories need
 # ~60k tokens of KV, about twice what an L4 holds beside Llama 3.1 8B's bf16 weights.
@@ -236,6 +237,13 @@ def test_a_conversation_file_is_tokenized_by_the_models_tokenizer_and_replayed(
     assert reused > 0
     assert served["prefill_tokens_saved"] == reused
     assert served["hit_rate"] == pytest.approx(reused / (first + second + third))
+
+
+def test_estimate_refuses_a_file_over_the_turn_cap_saying_how_many(demo_model_dir, tmp_path):
+    done = estimate_file(str(demo_model_dir), turns_file(MAX_TURNS + 1), tmp_path)
+    assert done.returncode == 2
+    assert f"holds {MAX_TURNS + 1:,} turns, over the limit of {MAX_TURNS:,}" in done.stderr
+    assert not (tmp_path / "e.json").exists()
 
 
 def test_a_bad_conversation_file_is_refused_naming_its_line(demo_model_dir, tmp_path):

@@ -10,6 +10,7 @@ import pytest
 
 from profiling.projection import block_cache as bc
 from profiling.projection.conversations import (
+    MAX_TURNS,
     Conversation,
     ConversationError,
     SyntheticSpec,
@@ -67,6 +68,39 @@ def test_a_sharegpt_line_reads_the_same_as_its_openai_twin():
 def test_a_bad_file_names_the_line_and_the_problem(text, says):
     with pytest.raises(ConversationError, match=says):
         parse_conversations(text)
+
+
+def turns_file(turns: int) -> str:
+    """A JSON Lines file of `turns` turns: conversations of two answered turns each (and one
+    of one turn, unanswered, when `turns` is odd)."""
+    pair = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}] * 2
+    lines = [json.dumps({"messages": pair})] * (turns // 2)
+    if turns % 2:
+        lines.append(json.dumps({"messages": [{"role": "user", "content": "q"}]}))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize(
+    "roles",
+    [["user"], ["system", "user", "assistant"], ["user", "user", "assistant"],
+     ["user", "assistant", "user"], ["assistant", "user", "tool", "user", "assistant", "user"],
+     ["system", "user", "assistant", "assistant", "user", "assistant"]],
+    ids=lambda roles: "-".join(roles),
+)  # fmt: skip
+def test_a_records_turns_are_those_its_tokenization_cuts(roles):
+    line = json.dumps({"messages": [{"role": r, "content": f"{r} says"} for r in roles]})
+    [record] = parse_conversations(line)
+    [conversation] = tokenize_conversations([record], words, default_output_tokens=3)
+    assert record.turns == len(conversation.turns) > 0
+
+
+def test_a_file_of_more_turns_than_the_cap_is_refused_saying_how_many():
+    records = parse_conversations(turns_file(MAX_TURNS))  # at the cap: taken
+    assert sum(r.turns for r in records) == MAX_TURNS
+    with pytest.raises(ConversationError) as refused:
+        parse_conversations(turns_file(MAX_TURNS + 1))
+    said = str(refused.value)
+    assert f"holds {MAX_TURNS + 1:,} turns, over the limit of {MAX_TURNS:,}" in said
 
 
 def test_synthetic_conversations_share_only_the_system_prompt():
