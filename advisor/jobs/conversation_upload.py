@@ -61,6 +61,7 @@ def conversations_from_upload(upload: UploadedFile) -> ConversationFile:
         filename=(upload.name or "")[-FILENAME_MAX:],
         text=text,
         conversation_count=len(records),
+        turn_count=sum(record.turns for record in records),
         size_bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
     )

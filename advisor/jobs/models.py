@@ -239,6 +239,17 @@ class Job(models.Model):
             return None
         return PromptSample.objects.defer("prompts").filter(job=self).first()
 
+    def uploads(self) -> list[Upload]:
+        """The files sent with the job (prompt sample, conversations): their names, sizes
+        and counts, without loading their contents."""
+        if self.pk is None:
+            return []
+        found = (
+            self.sample_info(),
+            ConversationFile.objects.defer("text").filter(job=self).first(),
+        )
+        return [upload for upload in found if upload is not None]
+
     def conversations(self) -> tuple[str, str]:
         """(the uploaded conversation file's text, its name); ("", "") without one."""
         try:
@@ -263,6 +274,9 @@ class Upload(models.Model):
     """What the site keeps of every file a user sends with a job: its name (shown only),
     size and digest; the job's own row holds the checked contents."""
 
+    LABEL = "File"  # what the job page calls it
+    ANCHOR = "file"  # its element id on the job page
+
     filename = models.CharField(max_length=255, blank=True)
     size_bytes = models.PositiveIntegerField()  # of the uploaded file
     sha256 = models.CharField(max_length=64)  # of the uploaded file
@@ -270,6 +284,10 @@ class Upload(models.Model):
 
     class Meta:
         abstract = True
+
+    def holds(self) -> list[tuple[int, str]]:
+        """What the file was read as: (count, singular noun) pairs, (2, "prompt")."""
+        return []
 
 
 class PromptSample(Upload):
@@ -281,9 +299,14 @@ class PromptSample(Upload):
     pages and the admin show only its name, count and size (`Job.sample_info`).
     """
 
+    LABEL, ANCHOR = "Prompt sample", "prompt-sample"
+
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="prompt_sample")
     prompts = models.JSONField(default=list)  # list[str], in file order
     prompt_count = models.PositiveIntegerField()
+
+    def holds(self) -> list[tuple[int, str]]:
+        return [(self.prompt_count, "prompt")]
 
     def __str__(self) -> str:
         return f"{self.filename or 'prompt sample'} ({self.prompt_count:,} prompts)"
@@ -293,11 +316,20 @@ class ConversationFile(Upload):
     """The user's conversations (JSON Lines, OpenAI chat or ShareGPT), checked at upload
     by the library's parser and kept as the file's text, up to CONVERSATIONS_MAX_BYTES,
     for the worker to parse again and tokenize with the model's own tokenizer, as
-    `estimate --conversations` does. Pages show its name, count and size only."""
+    `estimate --conversations` does. Pages show its name, counts and size only."""
+
+    LABEL, ANCHOR = "Conversations", "conversation-file"
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="conversation_file")
     text = models.TextField()  # the file, decoded as UTF-8
     conversation_count = models.PositiveIntegerField()
+    # The turns the replay takes (`ChatRecord.turns`); null: a file over MAX_TURNS that
+    # was kept before the cap, which the worker refuses.
+    turn_count = models.PositiveIntegerField(null=True, blank=True)
+
+    def holds(self) -> list[tuple[int, str]]:
+        held = [(self.conversation_count, "conversation")]
+        return held if self.turn_count is None else [*held, (self.turn_count, "turn")]
 
     def __str__(self) -> str:
         return f"{self.filename or 'conversations'} ({self.conversation_count:,} conversations)"

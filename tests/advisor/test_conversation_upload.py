@@ -58,6 +58,7 @@ def test_a_conversation_file_is_checked_and_kept_with_the_job(cpu_worker):
     kept = ConversationFile.objects.get(job=job)
     assert (kept.filename, kept.conversation_count, kept.size_bytes) == ("chats.jsonl", 2,
                                                                         len(CHATS))  # fmt: skip
+    assert kept.turn_count == 3  # as the replay cuts them (the report's summary says 3)
     assert kept.sha256 == hashlib.sha256(CHATS).hexdigest()
     # The worker's config carries the file's text and name, and nothing else changes.
     config = spec.config_for(job)

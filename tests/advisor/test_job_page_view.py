@@ -5,14 +5,19 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from advisor.jobs.models import Job
+from advisor.jobs.conversation_upload import conversations_from_upload
+from advisor.jobs.models import ConversationFile, Job, PromptSample
+from advisor.jobs.samples import sample_from_upload
+from profiling import units
 from tests.advisor.pages import (
     csrf_token,
     make_job,
     own,
 )
+from tests.advisor.test_conversation_upload import CHATS
 
 pytestmark = pytest.mark.django_db
 
@@ -135,3 +140,60 @@ def test_result_json_is_an_attachment_with_the_stored_result(browser, demo_resul
 def test_result_json_of_an_unfinished_job_is_404(browser):
     job = make_job()
     assert browser.get(reverse("jobs:result-json", args=[job.share_token])).status_code == 404
+
+
+# The files sent with a job, listed from the start ---------------------------------------
+
+PROMPTS = b"SECRET-PROMPT-1 what is a KV cache?\nSECRET-PROMPT-2 and a prefix?\n"
+
+
+def send_files(job: Job, chats: bytes = CHATS) -> None:
+    """Keep `chats` and PROMPTS with `job` as the form does: rows from the upload checks."""
+    for upload in (
+        conversations_from_upload(SimpleUploadedFile("chats.jsonl", chats)),
+        sample_from_upload(SimpleUploadedFile("prompts.txt", PROMPTS)),
+    ):
+        upload.job = job
+        upload.save()
+
+
+def shown(html: str, anchor: str) -> str:
+    listed = html.split('id="uploads"')[1].split("</section>")[0]
+    return listed.split(f'id="{anchor}"')[1].split("</dd>")[0]
+
+
+@pytest.mark.parametrize("state", [Job.State.QUEUED, Job.State.RUNNING, Job.State.FAILED])
+def test_the_page_lists_the_files_sent_with_the_job_before_any_result(browser, state):
+    job = make_job(state=state, error="lost" if state == Job.State.FAILED else "")
+    send_files(job)
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    chats = shown(html, "conversation-file")
+    assert "chats.jsonl · 2 conversations · 3 turns · " in chats
+    assert chats.endswith(units.size(len(CHATS)))
+    sample = shown(html, "prompt-sample")
+    assert sample.endswith(f"prompts.txt · 2 prompts · {units.size(len(PROMPTS))}")
+    # Names and counts only: neither file's contents reach the page.
+    assert "What is a KV cache?" not in html and "SECRET-PROMPT" not in html
+
+
+def test_one_conversation_of_one_turn_is_said_in_the_singular(browser):
+    job = make_job()
+    send_files(job, b'{"messages": [{"role": "user", "content": "hi"}]}\n')
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert "chats.jsonl · 1 conversation · 1 turn · " in shown(html, "conversation-file")
+
+
+def test_a_job_without_files_lists_none(browser):
+    job = make_job(state=Job.State.RUNNING)
+    html = browser.get(reverse("jobs:detail", args=[job.share_token])).content.decode()
+    assert 'id="uploads"' not in html
+
+
+def test_the_uploads_listed_leave_the_files_contents_unloaded():
+    job = make_job()
+    send_files(job)
+    sample, chats = job.uploads()
+    assert (type(sample), type(chats)) == (PromptSample, ConversationFile)
+    assert sample.get_deferred_fields() == {"prompts"}
+    assert chats.get_deferred_fields() == {"text"}
+    assert (chats.conversation_count, chats.turn_count) == (2, 3)

@@ -52,3 +52,24 @@ def test_kept_parts_become_variants_and_back():
         assert back.objects.get().options == {"quant_keep": ["lm_head"], "concurrency": 2}
     finally:
         migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_conversation_files_kept_before_turn_counts_get_theirs():
+    from profiling.projection.conversations import MAX_TURNS
+    from tests.advisor.test_conversation_upload import CHATS
+    from tests.profiling.test_conversations import turns_file
+
+    old = migrate_to([("jobs", "0012_conversation_file")])
+    jobs, files = (old.get_model("jobs", name).objects for name in ("Job", "ConversationFile"))
+    kept = {"chats": CHATS.decode(), "over the cap": turns_file(MAX_TURNS + 1)}
+    for name, text in kept.items():
+        files.create(job=jobs.create(model_name="demo"), filename=name, text=text,
+                     conversation_count=1, size_bytes=1, sha256="0" * 64)  # fmt: skip
+    try:
+        new = migrate_to([("jobs", "0013_conversation_turn_count")])
+        counted = dict(new.get_model("jobs", "ConversationFile").objects.values_list(
+            "filename", "turn_count"))  # fmt: skip
+        assert counted == {"chats": 3, "over the cap": None}  # the worker refuses that one
+    finally:
+        migrate_to(MigrationExecutor(connection).loader.graph.leaf_nodes())
