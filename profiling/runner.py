@@ -179,12 +179,13 @@ def _run(
     profile.config = config.replace(prompt_sample=[], conversations="")
     attach_advice(profile, loaded.model.config.to_dict())
     if config.conversations or (config.workload.conversation_turns or 1) > 1:
-        from profiling.advice.conversations import attach_conversations
+        from profiling.advice.conversations import attach_conversations, attach_hit_check
 
         link = bandwidth.host_to_device(device)
         attach_conversations(
             profile, local_gpu, link, file_text=config.conversations, tokenizer=loaded.tokenizer
         )
+        attach_hit_check(profile, loaded, device, clock, file_text=config.conversations)
     profile.phase_seconds = phases.seconds
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")

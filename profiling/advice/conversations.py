@@ -13,12 +13,21 @@ from typing import Any
 from profiling import serde
 from profiling.advice.deployments import rank
 from profiling.advice_kit.advice_results import Advice, Recommendation
-from profiling.caching.conversations import estimate_conversations, file_source, tokenized
+from profiling.caching.conversations import (
+    engine_check,
+    estimate_conversations,
+    file_source,
+    synthetic_conversations,
+    synthetic_source,
+    tokenized,
+)
 from profiling.config import ConfigError, Workload
 from profiling.measure.hardware import GPU, lookup
 from profiling.profile import Profile
 from profiling.projection.calibration import calibrate
+from profiling.projection.conversation_serving import prepare
 from profiling.projection.conversations import Conversation, parse_conversations
+from profiling.projection.step_time import StepModel
 
 
 def attach_conversations(
@@ -60,6 +69,53 @@ def attach_conversations(
     if profile.advice is not None and profile.conversations["advice"]["recommended"]:
         add_to_advice(profile.advice, serde.from_dict(Recommendation,
                                                       profile.conversations["advice"]))  # fmt: skip
+
+
+def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
+                     file_text: str = "") -> None:  # fmt: skip
+    """Measure, with the `loaded` model (`profiling.model.loading.Loaded`, back from
+    every experiment and the engine) on this worker's `device`, the warm TTFT at a few
+    of the conversations' hit positions against the projection fitted on this device
+    (`profiling.caching.hit_check`), into the conversation section's `hit_check`. The
+    check needs no deployment GPU: without one (no section), the section holds the
+    check alone, the hits replayed at an unlimited cache."""
+    from profiling.caching.hit_check import Subject, error_range, run_hit_check
+
+    config, shapes, env = profile.config, profile.model.shapes, profile.environment
+    if shapes is None or (not file_text and (config.workload.conversation_turns or 1) <= 1):
+        return
+    section = profile.conversations
+    try:
+        given, source = _from_file(file_text, config.conversations_name, loaded.tokenizer,
+                                   config.workload)  # fmt: skip
+        conversations = given or synthetic_conversations(config.workload)
+        rates = calibrate(shapes, profile, env.device_name)
+        users = section["users_per_copy"] if section else config.workload.concurrency
+        prepared = prepare(shapes, rates, env.dtype, conversations, users)
+        capacity = section["served"]["capacity_tokens"] if section else None
+        subject = Subject(loaded.model, device, env.device_name or device, clock,
+                          shapes.vocab_size, loaded.info.max_position_embeddings,
+                          config.quick)  # fmt: skip
+        check = run_hit_check(subject, StepModel(shapes, rates, env.dtype),
+                              error_range(shapes, profile), conversations, prepared.workload,
+                              capacity, _hit_note(capacity, rates.note))  # fmt: skip
+    except (ConfigError, ValueError, ZeroDivisionError, RuntimeError) as exc:
+        profile.warnings.append(f"the hit check could not run: {exc}")
+        return
+    if section is None:
+        source = source or synthetic_source(config.workload)
+        section = profile.conversations = {"source": source, "engine_check": engine_check(device)}
+    section["hit_check"] = check.to_dict()
+
+
+def _hit_note(capacity: int | None, calibration: str) -> str:
+    where = (f"at the section's KV capacity of {capacity:,} tokens" if capacity is not None
+             else "at an unlimited cache (no GPU named, so no KV capacity to replay at; "
+                  "the check times the hits on this device, not its room)")  # fmt: skip
+    return (
+        f"hit positions from the conversations replayed {where}, turns paced by this "
+        f"device's calibration; projected by it ({calibration})"
+    )
 
 
 def _from_file(

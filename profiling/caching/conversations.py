@@ -149,7 +149,12 @@ def estimate_conversations(
 
 
 def render_conversations(section: dict[str, Any]) -> list[str]:
-    """The section as the estimate's text."""
+    """The section as the estimate's text (a worker's without a GPU named: its hit check
+    alone)."""
+    if "served" not in section:
+        head = f"Conversations (from {section.get('source', 'the workload')})"
+        return ["", head, *render_hit_check(section),
+                f"  on the engine: {section['engine_check']}"]  # fmt: skip
     served, tier, advice = section["served"], section["host_tier"], section["advice"]
     summary = served["summary"]
     capacity = served["capacity_tokens"]
@@ -176,5 +181,29 @@ def render_conversations(section: dict[str, Any]) -> list[str]:
         lines.append(f"  offload: recommended, {advice['setting']}")
     else:
         lines.append(f"  offload: not recommended, {advice['why']}")
+    lines += render_hit_check(section)
     lines.append(f"  on the engine: {section['engine_check']}")
     return lines
+
+
+def hit_check_line(section: dict[str, Any]) -> str | None:
+    """The hit check in one line (`profiling.caching.hit_check`), None without one."""
+    data = section.get("hit_check")
+    if not data:
+        return None
+    from profiling.caching.hit_check import HitCheck
+
+    check = HitCheck.from_dict(data)
+    if not check.points:
+        return f"not judged: {check.interval}"
+    at = "; ".join(f"{p.cached_tokens:,}+{p.new_tokens:,} tokens {ms(p.warm_ttft_seconds.median)}"
+                   f" vs {ms(p.projected.seconds)} {p.verdict}" for p in check.points)  # fmt: skip
+    return f"{check.summary()} (cached+new: measured vs projected: {at})"
+
+
+def render_hit_check(section: dict[str, Any]) -> list[str]:
+    line = hit_check_line(section)
+    if line is None:
+        return []
+    interval = section["hit_check"]["interval"]
+    return [f"  hit check: {line}", f"    projected interval: {interval}"]
