@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.charts_base import GIB, PALETTE, Figure, base_layout
+from profiling.caching.conversations import hit_check_line
 from profiling.units import ms, pct, size, tok_s
 
 
@@ -53,6 +54,8 @@ def _context(section: dict[str, Any]) -> dict[str, Any]:
                              f"{pct(tier['tier_hit_rate'])}"),
         ("On the engine", section["engine_check"]),
     ]  # fmt: skip
+    check = hit_check_line(section)
+    rows += [("Hit check on the worker", check)] if check else []
     offload = (f"{advice['setting']} ({advice['expected_effect']['text']})" if recommended
                else advice["why"])  # fmt: skip
     return {
