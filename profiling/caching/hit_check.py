@@ -151,10 +151,14 @@ def hit_positions(workload: bc.Workload, replay: bc.Replay, count: int = POINTS)
 
 
 def cap(position: Position, max_tokens: int) -> tuple[int, int]:
-    """(cached, new) within `max_tokens` in all: the new tokens at most half of it, the
-    cached ones what is left (a turn longer than the model's positions cannot run)."""
-    new = max(1, min(position.new_tokens, max_tokens // 2))
-    return min(position.cached_tokens, max_tokens - new), new
+    """(cached, new) within `max_tokens` in all: a longer turn scaled down keeping its
+    cached share of the prompt, which decides what the hit saves (a turn longer than
+    the model's positions cannot run; at least one new token)."""
+    total = position.cached_tokens + position.new_tokens
+    if total <= max_tokens:
+        return position.cached_tokens, position.new_tokens
+    cached = min(max_tokens - 1, position.cached_tokens * max_tokens // total)
+    return cached, max_tokens - cached
 
 
 def token_limit(quick: bool, max_positions: int | None) -> int:
@@ -270,10 +274,13 @@ def run_hit_check(
     replay = bc.replay(workload, room)
     limit = token_limit(subject.quick, subject.max_positions)
     repeats = QUICK_REPEATS if subject.quick else FULL_REPEATS
-    points = []
+    points, measured = [], set()
     for position in hit_positions(workload, replay):
         conversation = conversations[position.conversation]
         cached, new = cap(position, limit)
+        if (cached, new) in measured:  # long turns capped alike: one measurement
+            continue
+        measured.add((cached, new))
         ids = [t % subject.vocab_size for t in conversation.tokens]
         warm, cold = measure_point(subject.model, ids, cached, new, subject.device,
                                    subject.clock, repeats)  # fmt: skip

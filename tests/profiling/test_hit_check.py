@@ -116,10 +116,10 @@ def test_the_positions_are_the_fewest_the_median_and_the_most_cached_tokens_amon
         assert p.cached_tokens + p.new_tokens == turn.prompt_tokens
 
 
-def test_a_long_turn_is_capped_keeping_its_new_tokens_within_half_the_limit():
+def test_a_long_turn_is_scaled_down_keeping_its_cached_share():
     assert cap(Position(0, 3, 96, 20), 512) == (96, 20)
-    assert cap(Position(0, 9, 4000, 900), 512) == (256, 256)
-    assert cap(Position(0, 9, 4000, 30), 512) == (482, 30)
+    assert cap(Position(0, 9, 1536, 512), 512) == (384, 128)
+    assert cap(Position(0, 9, 100_000, 1), 512) == (511, 1)
 
 
 def test_the_warm_and_cold_samples_are_the_clocks_in_their_alternating_order():
