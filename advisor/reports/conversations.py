@@ -29,6 +29,8 @@ def section_context(section: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _context(section: dict[str, Any]) -> dict[str, Any]:
+    if "served" not in section and section.get("hit_check"):
+        return _check_only(section)
     served, tier, advice = section["served"], section["host_tier"], section["advice"]
     summary, capacity = served["summary"], served["capacity_tokens"]
     kv_token = served["kv_bytes_per_token"]
@@ -67,6 +69,27 @@ def _context(section: dict[str, Any]) -> dict[str, Any]:
         "notes": list(served.get("notes") or []) + list(tier.get("notes") or []),
         "finding": (f"hit rate {pct(served['hit_rate'])} at the GPUs' KV capacity; offload to "
                     f"host memory {'recommended' if recommended else 'not recommended'}"),
+    }  # fmt: skip
+
+
+def _check_only(section: dict[str, Any]) -> dict[str, Any]:
+    """A worker with no GPU named keeps only the hit check: its warm TTFT measured at the
+    replay's hit positions against the projection fitted on the worker itself."""
+    check = section["hit_check"]
+    return {
+        "basis": "measured on the worker",
+        "rows": [
+            ("Conversations from", section.get("source") or "the workload's turns"),
+            ("Hit check on the worker", hit_check_line(section)),
+            ("Projected interval", check["interval"]),
+            ("On the engine", section.get("engine_check") or "not run"),
+        ],
+        "recommended": False,
+        "offload": ("no GPU was named, so neither the prefix cache at a GPU's KV capacity "
+                    "nor a host-memory tier was projected; name the GPU kind to see both"),
+        "caveats": [],
+        "notes": [check["note"]] if check.get("note") else [],
+        "finding": "hit check on the worker only (no GPU named)",
     }  # fmt: skip
 
 

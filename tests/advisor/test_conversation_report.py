@@ -132,6 +132,32 @@ def test_without_a_gpu_the_conversations_are_a_warning_not_a_section(client):
     assert 'id="conversations"' not in page
 
 
+def test_without_a_gpu_the_hit_check_measured_on_the_worker_is_on_the_page(client):
+    # What a CPU worker keeps of a conversation file when no GPU is named: the warm TTFT
+    # measured at the replay's hit positions against the projection fitted on the worker.
+    from profiling.caching.conversations import hit_check_line
+    from profiling.caching.hit_check import AGREES, HitCheck, HitPoint, Projected
+    from profiling.results import Samples
+
+    point = HitPoint(conversation="c1", turn=3, replayed_cached_tokens=192,
+                     replayed_new_tokens=19, cached_tokens=192, new_tokens=19,
+                     warm_ttft_seconds=Samples([2.1e-3, 2.2e-3, 2.3e-3]),
+                     cold_ttft_seconds=Samples([9.0e-3, 9.1e-3, 9.2e-3]),
+                     projected=Projected(2.2e-3, 1.0e-3, 4.0e-3, 9.5e-3),
+                     verdict=AGREES, ratio=1.0)  # fmt: skip
+    check = HitCheck(device="cpu", capacity_tokens=None, interval="×/÷ 2.2 (leave-one-out)",
+                     points=[point], note="replayed at an unlimited cache")  # fmt: skip
+    section = {"source": "your file chats.jsonl", "engine_check": "not applicable on CPU: …",
+               "hit_check": check.to_dict()}  # fmt: skip
+    result = real_demo_profile()
+    result["conversations"] = section
+    _, page = rendered(client, result)
+    part = page.split('id="conversations"')[1].split("</section>")[0]
+    assert hit_check_line(section) in part
+    assert "×/÷ 2.2 (leave-one-out)" in part and "replayed at an unlimited cache" in part
+    assert "no GPU was named" in part and 'id="chart-conversations"' not in part
+
+
 BROKEN = [{"served": 3}, {"served": {}, "host_tier": []}, {"served": {"curve": "x"}}]
 
 
