@@ -16,8 +16,6 @@ gain (`host_tier.size_for_most_of_the_gain`).
 
 from __future__ import annotations
 
-import math
-
 from profiling.advice_kit.advice_results import (
     ESTIMATED,
     Change,
@@ -27,20 +25,17 @@ from profiling.advice_kit.advice_results import (
     Recommendation,
 )
 from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome
-from profiling.projection.host_tier import HostTier, size_for_most_of_the_gain
-from profiling.units import GIB, ms, size
+from profiling.projection.host_tier import (  # noqa: F401 (offload_flags: the advice's)
+    HostTier,
+    offload_flags,
+    size_for_most_of_the_gain,
+)
+from profiling.units import ms, size
 
 TECHNIQUE = "caching"
 KEY = "conversations.host_tier"
 MIN_REUSE = 0.05
 FITS_SHARE = 0.95
-
-
-def offload_flags(size_bytes: int) -> list[str]:
-    """vLLM 0.32's flags for a native CPU tier of `size_bytes` (its size is in GiB,
-    summed over the tensor-parallel ranks: `vllm/config/cache.py`)."""
-    gib = max(1, math.ceil(size_bytes / GIB))
-    return ["--kv-offloading-backend", "native", "--kv-offloading-size", str(gib)]
 
 
 def host_tier_advice(tier: HostTier) -> Outcome:

@@ -20,6 +20,7 @@ the datasheet's, marked estimated.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,7 @@ from profiling.projection import block_cache as bc
 from profiling.projection.conversation_serving import Prepared, served_with
 from profiling.projection.estimate import Projection
 from profiling.projection.step_time import StepModel
+from profiling.units import GIB
 
 GB = 1e9
 # The host link of each catalog GPU, one way, as the sources say (looked up 2026-12-06):
@@ -54,6 +56,11 @@ HOST_LINKS = {
     "GH200": C2C, "GH200-144GB": C2C,
 }  # fmt: skip
 ASSUMED_LINK = ("PCIe 4.0 x16 (assumed)", 32 * GB)
+# Why the engine's offload cannot be measured on a CPU worker.
+OFFLOAD_CPU_REASON = (
+    "not applicable on CPU: vLLM's KV offloading moves blocks between a GPU and host "
+    "memory, and a CPU worker has no GPU to offload from"
+)
 TIER_GRID = 8  # host sizes tried for the one that captures most of the gain
 MOST_OF_THE_GAIN = 0.9
 
@@ -199,3 +206,15 @@ def size_for_most_of_the_gain(tier: HostTier) -> int | None:
         if rate - tier.gpu_hit_rate >= MOST_OF_THE_GAIN * added - 1e-12:
             return size
     return tier.sizes[-1][0]
+
+
+def offload_flags(size_bytes: int) -> list[str]:
+    """vLLM 0.32's flags for a native CPU tier of `size_bytes` (its size is in GiB,
+    summed over the tensor-parallel ranks: `vllm/config/cache.py`)."""
+    gib = str(offload_gib(size_bytes))
+    return ["--kv-offloading-backend", "native", "--kv-offloading-size", gib]
+
+
+def offload_gib(size_bytes: int) -> int:
+    """The whole GiB the flags name for `size_bytes` (at least one)."""
+    return max(1, math.ceil(size_bytes / GIB))
