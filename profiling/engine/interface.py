@@ -31,6 +31,15 @@ class MetricNames:
     spec_draft_tokens: str
     spec_accepted_tokens: str
     spec_accepted_per_position: str  # labelled `position="i"`
+    # The KV-offload connector's: the tokens it was asked for and had, the prompt tokens
+    # served by tier (labelled `source`, the host's `host`), and its transfers.
+    external_queries: str = ""
+    external_hits: str = ""
+    cached_by_source: str = ""
+    offload_load_bytes: str = ""
+    offload_store_bytes: str = ""
+    offload_load_seconds: str = ""
+    offload_store_seconds: str = ""
 
 
 class Engine(Protocol):
@@ -59,9 +68,12 @@ class Engine(Protocol):
     def kv_cache_tokens(self, log: str) -> int | None: ...
     def weights_bytes(self, log: str) -> int | None: ...
     def threads(self, log: str) -> str: ...
+    # (block size, blocks) of the KV cache, from its `/metrics` text or else its log.
+    def kv_cache_blocks(self, metrics_text: str, log: str) -> tuple[int, int, str] | None: ...
 
     # -- each technique's flags ---------------------------------------------------------
     def prefix_caching_flags(self, on: bool) -> list[str]: ...
+    def offload_flags(self, size_bytes: int) -> list[str]: ...  # a host-memory KV tier
     def speculative_flags(
         self, method: str, k: int, draft: str, ngram: dict[str, int]
     ) -> list[str]: ...

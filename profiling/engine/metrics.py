@@ -52,3 +52,30 @@ def parse_metrics(text: str, per_position: str = "") -> Metrics:
             continue
         out.values[name] = out.values.get(name, 0.0) + value
     return out
+
+
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
+    """Every series of metric `name`: its labels and its value."""
+    out = []
+    for line in text.splitlines():
+        match = _LINE.match(line)
+        if not match or match.group(1) != name:
+            continue
+        labels = dict(_LABEL.findall(match.group(2) or ""))
+        try:
+            out.append((labels, float(match.group(3))))
+        except ValueError:
+            continue
+    return out
+
+
+def by_label(text: str, name: str, label: str) -> dict[str, float]:
+    """Metric `name` summed per value of one `label` (the other labels summed over)."""
+    out: dict[str, float] = {}
+    for labels, value in series(text, name):
+        key = labels.get(label, "")
+        out[key] = out.get(key, 0.0) + value
+    return out

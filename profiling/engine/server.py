@@ -169,8 +169,15 @@ class Server:
             return False
 
     def metrics(self) -> Metrics:
-        with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
-            return parse_metrics(response.read().decode())
+        return parse_metrics(self.metrics_text())
+
+    def metrics_text(self) -> str:
+        """The Prometheus text as served, labels and all."""
+        try:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=10) as response:
+                return response.read().decode()
+        except (urllib.error.URLError, OSError) as exc:
+            raise EngineFailed(f"the server's /metrics could not be read: {exc}") from None
 
     @property
     def _status_path(self) -> Path:

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from profiling.engine import vllm_kernels as kernels
 from profiling.engine.interface import MetricNames
+from profiling.engine.metrics import series as metrics_series
 from profiling.engine.server import ended
 from profiling.engine.vllm_kernels import quantization_unsupported  # noqa: F401 (interface)
 
@@ -43,7 +44,17 @@ METRICS = MetricNames(
     spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
     spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
     spec_accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
+    # 0.32: `vllm/v1/metrics/loggers.py` (the first three) and the offloading connector's
+    # `vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py`.
+    external_queries="vllm:external_prefix_cache_queries_total",
+    external_hits="vllm:external_prefix_cache_hits_total",
+    cached_by_source="vllm:prompt_tokens_cached_by_source_total",
+    offload_load_bytes="vllm:kv_offload_load_bytes_total",
+    offload_store_bytes="vllm:kv_offload_store_bytes_total",
+    offload_load_seconds="vllm:kv_offload_load_time_total",
+    offload_store_seconds="vllm:kv_offload_store_time_total",
 )
+CACHE_CONFIG_INFO = "vllm:cache_config_info"  # a gauge whose labels are the CacheConfig's
 
 
 def python_path() -> Path:
@@ -195,6 +206,12 @@ def prefix_caching_flags(on: bool) -> list[str]:
     return ["--enable-prefix-caching"] if on else ["--no-enable-prefix-caching"]
 
 
+def offload_flags(size_bytes: int) -> list[str]:
+    from profiling.projection.host_tier import offload_flags as flags
+
+    return flags(size_bytes)
+
+
 def speculative_flags(method: str, k: int, draft: str, ngram: dict[str, int]) -> list[str]:
     """`method`: "ngram" (prompt lookup, with `ngram`'s window) or "draft_model" (`draft`)."""
     config: dict[str, object]
@@ -301,6 +318,25 @@ _THREADS = re.compile(r"Reducing Torch threads from (\d+) to (\d+)")
 def kv_cache_tokens(log: str) -> int | None:
     found = _KV_TOKENS.findall(log)
     return int(found[-1].replace(",", "")) if found else None
+
+
+_BLOCK_SIZE = re.compile(r"block_size=(\d+)")
+
+
+def kv_cache_blocks(metrics_text: str, log: str) -> tuple[int, int, str] | None:
+    """(block size, blocks, where read) of the KV cache: the cache config's labels on
+    `/metrics` (`block_size`, `num_gpu_blocks`, set on the CPU build too), else the log's
+    "KV cache size: N tokens" over the block size."""
+    for labels, _ in metrics_series(metrics_text, CACHE_CONFIG_INFO):
+        size, blocks = labels.get("block_size", ""), labels.get("num_gpu_blocks", "")
+        if size.isdigit() and blocks.isdigit():
+            return int(size), int(blocks), f"{CACHE_CONFIG_INFO} (block_size × num_gpu_blocks)"
+    tokens = kv_cache_tokens(log)
+    sizes = _BLOCK_SIZE.findall(log)
+    if tokens and sizes:
+        size = int(sizes[-1])
+        return size, tokens // size, "the server's log (KV cache size in tokens)"
+    return None
 
 
 def weights_bytes(log: str) -> int | None:
