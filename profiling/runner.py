@@ -162,12 +162,14 @@ def _run(
             artifacts, phases, subject.compiled,
         )  # fmt: skip
         if config.engine:
+            from profiling.advice.conversations import profile_conversations
             from profiling.engine.for_profile import run_for_profile
 
             engine_progress = span(progress, *spans["engine"])
+            chats = profile_conversations(config, loaded.tokenizer)
             with set_aside(loaded.model, device):  # the engine loads its own copy
                 profile.engine = run_for_profile(
-                    config, loaded, device, dtype, engine_progress, artifacts
+                    config, loaded, device, dtype, engine_progress, artifacts, chats
                 )
             profile.warnings += profile.engine.failures
             _prefer_engine_verdict(profile, fit)
@@ -179,13 +181,18 @@ def _run(
     profile.config = config.replace(prompt_sample=[], conversations="")
     attach_advice(profile, loaded.model.config.to_dict())
     if config.conversations or (config.workload.conversation_turns or 1) > 1:
-        from profiling.advice.conversations import attach_conversations, attach_hit_check
+        from profiling.advice.conversations import (
+            attach_conversations,
+            attach_engine_replay,
+            attach_hit_check,
+        )
 
         link = bandwidth.host_to_device(device)
         attach_conversations(
             profile, local_gpu, link, file_text=config.conversations, tokenizer=loaded.tokenizer
         )
         attach_hit_check(profile, loaded, device, clock, file_text=config.conversations)
+        attach_engine_replay(profile, device)
     profile.phase_seconds = phases.seconds
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")

@@ -56,6 +56,8 @@ def _context(section: dict[str, Any]) -> dict[str, Any]:
                              f"{pct(tier['tier_hit_rate'])}"),
         ("On the engine", section["engine_check"]),
     ]  # fmt: skip
+    if section.get("engine_offload"):
+        rows.append(("Offload on the engine", section["engine_offload"]))
     check = hit_check_line(section)
     rows += [("Hit check on the worker", check)] if check else []
     offload = (f"{advice['setting']} ({advice['expected_effect']['text']})" if recommended

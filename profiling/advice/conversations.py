@@ -21,7 +21,7 @@ from profiling.caching.conversations import (
     synthetic_source,
     tokenized,
 )
-from profiling.config import ConfigError, Workload
+from profiling.config import ConfigError, ProfileConfig, Workload
 from profiling.measure.hardware import GPU, lookup
 from profiling.profile import Profile
 from profiling.projection.calibration import calibrate
@@ -106,6 +106,40 @@ def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
         source = source or synthetic_source(config.workload)
         section = profile.conversations = {"source": source, "engine_check": engine_check(device)}
     section["hit_check"] = check.to_dict()
+
+
+def profile_conversations(config: ProfileConfig, tokenizer: Any) -> list[Conversation] | None:
+    """The conversations a profile replays (the user's file, tokenized with the model's
+    `tokenizer`, else the workload's synthetic ones), or None for a workload without
+    turns or a file that cannot be read (the section says why)."""
+    if not config.conversations and (config.workload.conversation_turns or 1) <= 1:
+        return None
+    try:
+        given, _ = _from_file(config.conversations, config.conversations_name, tokenizer,
+                              config.workload)  # fmt: skip
+    except (ConfigError, ValueError):
+        return None
+    return given or synthetic_conversations(config.workload)
+
+
+def attach_engine_replay(profile: Profile, device: str) -> None:
+    """The engine's replay of the conversations (`profiling.engine.conversations`, in the
+    engine section) into the conversation section: its figures as `engine_replay`, its
+    lines as `engine_check` and `engine_offload`. A section that is not there yet (no
+    GPU named) is made to hold it."""
+    engine = profile.engine
+    chats = engine.conversations if engine is not None else None
+    if chats is None:
+        return
+    section = profile.conversations
+    if section is None:
+        config = profile.config
+        source = (file_source(config.conversations_name or "of conversations")
+                  if config.conversations_name else synthetic_source(config.workload))  # fmt: skip
+        section = profile.conversations = {"source": source, "engine_check": engine_check(device)}
+    section["engine_replay"] = chats.to_dict()
+    section["engine_check"] = f"{engine.name} {engine.version}, {chats.reference_line()}"
+    section["engine_offload"] = chats.offload_line()
 
 
 def _hit_note(capacity: int | None, calibration: str) -> str:

@@ -31,16 +31,13 @@ from profiling.projection.conversations import (
     synthetic,
     tokenize_conversations,
 )
-from profiling.projection.host_tier import project_host_tier
+from profiling.projection.host_tier import OFFLOAD_CPU_REASON, project_host_tier
 from profiling.projection.step_time import StepModel
 from profiling.units import GIB, ms, size
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 CONVERSATIONS_PER_USER = 8
-ENGINE_CHECK_CPU = (
-    "not applicable on CPU: vLLM's KV offloading moves blocks between a GPU and host "
-    "memory, and a CPU worker has no GPU to offload from"
-)
+ENGINE_CHECK_CPU = OFFLOAD_CPU_REASON
 
 
 def synthetic_conversations(workload: Workload) -> list[Conversation]:
@@ -153,8 +150,7 @@ def render_conversations(section: dict[str, Any]) -> list[str]:
     alone)."""
     if "served" not in section:
         head = f"Conversations (from {section.get('source', 'the workload')})"
-        return ["", head, *render_hit_check(section),
-                f"  on the engine: {section['engine_check']}"]  # fmt: skip
+        return ["", head, *render_hit_check(section), *render_engine(section)]
     served, tier, advice = section["served"], section["host_tier"], section["advice"]
     summary = served["summary"]
     capacity = served["capacity_tokens"]
@@ -181,8 +177,15 @@ def render_conversations(section: dict[str, Any]) -> list[str]:
         lines.append(f"  offload: recommended, {advice['setting']}")
     else:
         lines.append(f"  offload: not recommended, {advice['why']}")
-    lines += render_hit_check(section)
-    lines.append(f"  on the engine: {section['engine_check']}")
+    return [*lines, *render_hit_check(section), *render_engine(section)]
+
+
+def render_engine(section: dict[str, Any]) -> list[str]:
+    """What the engine measured of the conversations: its prefix cache, then the host
+    tier's run or why there is none (`engine_offload`, where the engine ran)."""
+    lines = [f"  on the engine: {section['engine_check']}"]
+    if section.get("engine_offload"):
+        lines.append(f"  offload on the engine: {section['engine_offload']}")
     return lines
 
 

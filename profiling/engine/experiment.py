@@ -9,7 +9,9 @@ stopped (always, under `_guard.py`):
 - speculative decoding, n-gram and a draft model, one server per draft length;
 - the quantizations the engine runs itself (fp8 weights, fp8 KV cache, our GPTQ
   checkpoint when the quantization experiment saved one);
-- tensor parallelism over two ranks when asked.
+- tensor parallelism over two ranks when asked;
+- the profile's conversations, turn by turn, on the reference server, and on a GPU again
+  on a server with a host-memory KV tier (`profiling.engine.conversations`).
 A configuration the engine cannot start or finish is recorded as
 "engine failed: <its reason>" and the rest of the profile stands.
 """
@@ -21,10 +23,12 @@ import json
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from profiling.engine import ENGINES, bench, client
+from profiling.engine.chat_results import RAN
+from profiling.engine.conversations import offload_replay, reference_replay
 from profiling.engine.interface import Engine
 from profiling.engine.plan import CHECK_PROMPTS, CHECK_TOKENS, EVAL_WINDOW, NGRAM, EnginePlan
 from profiling.engine.results import EngineResult, Launch, ServingPoint
@@ -35,6 +39,7 @@ from profiling.engine.techniques import (
     measure_tensor_parallel,
     prefix_result,
 )
+from profiling.projection.conversations import Conversation
 
 Progress = Callable[[str, float, str], None]
 
@@ -58,6 +63,13 @@ class Target:
     gptq_dir: str | None = None  # a checkpoint our quantization experiment saved
     engine: str = "vllm"  # a name in ENGINES
     head_dim: int = 0  # the attention heads' width (0: unknown), which some formats need
+    # The profile's conversations (none: not replayed), the model's vocabulary their ids
+    # are mapped into, and on a GPU the host tier to measure: its bytes, and the KV bytes
+    # of a token that turn them into tokens.
+    conversations: list[Conversation] = field(default_factory=list)
+    vocab_size: int = 0
+    offload_bytes: int | None = None
+    kv_bytes_per_token: int = 0
 
 
 class Session:
@@ -200,6 +212,9 @@ def _measure(session: Session, result: EngineResult, progress: Progress) -> None
             log = server.log_text()
             result.kv_cache_tokens = engine.kv_cache_tokens(log)
             result.threads = engine.threads(log)
+            if t.conversations:
+                progress("engine", 0.2, "the conversations, turn by turn")
+                result.conversations = reference_replay(session, server)
     except EngineFailed as exc:
         session.failed("reference", exc)
         return  # without the reference nothing else can be compared
@@ -213,6 +228,10 @@ def _measure(session: Session, result: EngineResult, progress: Progress) -> None
             result.prefix_caching = prefix_result(off, on, t, engine.prefix_caching_flags(True))
     except EngineFailed as exc:
         session.failed("prefix caching off", exc)
+    chats = result.conversations
+    if chats is not None and chats.offload_status == RAN:
+        progress("engine", 0.35, "the conversations with a host-memory KV tier")
+        offload_replay(session, chats)
     progress("engine", 0.4, "speculative decoding")
     result.speculative = measure_speculative(session, result.serving, reference, NGRAM)
     progress("engine", 0.7, "quantization on the engine")

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from profiling.engine.chat_results import EngineConversations
+
 
 @dataclass
 class Spread:
@@ -197,6 +199,8 @@ class EngineResult:
     speculative: list[SpeculativePoint] = field(default_factory=list)
     quantization: list[EngineQuantization] = field(default_factory=list)
     tensor_parallel: TensorParallelPoint | None = None
+    # The profile's conversations replayed turn by turn (`profiling.engine.conversations`).
+    conversations: EngineConversations | None = None
     launches: list[Launch] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # "engine failed: <reason>" per part
     wall_s: float = 0.0

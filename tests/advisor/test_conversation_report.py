@@ -191,3 +191,22 @@ def test_bad_conversation_values_are_refused_on_their_field(cpu_worker, field, v
     form, errors = check({"model_source": "demo", "model_name": "demo", field: value})
     assert form is None and list(errors) == [field]
     assert words in errors[field][0]
+
+
+def test_the_engines_replay_is_a_row_beside_the_projection_and_its_offload_another(client):
+    from profiling.advice.conversations import attach_engine_replay
+    from profiling.caching.conversations import ENGINE_CHECK_CPU
+    from profiling.engine.results import EngineResult
+    from tests.engine.test_chat_replay import sample_result
+
+    profile = conversation_profile()
+    profile.engine = EngineResult("vllm", "0.32.0", "", "", "float32", 1024,
+                                  conversations=sample_result())  # fmt: skip
+    attach_engine_replay(profile, "cpu")
+    stored = profile.conversations
+    assert stored["engine_replay"]["reference"]["hits"] == 128
+    assert stored["engine_check"].startswith("vllm 0.32.0, 2 turns")
+    _, page = rendered(client, profile.to_dict())
+    said = text(section(page, "conversations"))
+    assert "hit rate 50.0% measured, 50.0% projected at the engine's 39,040 tokens" in said
+    assert f"Offload on the engine not applicable: {ENGINE_CHECK_CPU}" in said
