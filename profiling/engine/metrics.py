@@ -61,13 +61,17 @@ def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     """Every series of metric `name`: its labels and its value."""
     out = []
     for line in text.splitlines():
-        match = _LINE.match(line)
-        if not match or match.group(1) != name:
+        if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
             continue
-        labels = dict(_LABEL.findall(match.group(2) or ""))
+        # Label values may hold braces (an info metric's values are repr()s): the labels
+        # run to the last closing brace, and the value follows it.
+        labels, value = "", line[len(name) :]
+        if value.startswith("{"):
+            end = value.rfind("}")
+            labels, value = value[1:end], value[end + 1 :]
         try:
-            out.append((labels, float(match.group(3))))
-        except ValueError:
+            out.append((dict(_LABEL.findall(labels)), float(value.split()[0])))
+        except (ValueError, IndexError):
             continue
     return out
 

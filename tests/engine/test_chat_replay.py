@@ -154,7 +154,7 @@ def test_the_projection_replays_the_turns_as_sent():
 
 
 PROM = """\
-vllm:cache_config_info{block_size="128",engine="0",num_gpu_blocks="305",prefix="x"} 1.0
+vllm:cache_config_info{block_size="128",engine="0",extra="{'a': 1}",num_gpu_blocks="305"} 1.0
 vllm:prompt_tokens_cached_by_source_total{engine="0",model_name="m",source="device"} 40.0
 vllm:prompt_tokens_cached_by_source_total{engine="0",model_name="m",source="host"} 64.0
 vllm:kv_offload_load_bytes_total{engine="0",transfer_type="CPU_to_GPU"} 4096.0
