@@ -177,7 +177,7 @@ def reference_replay(
     try:
         out.reference = measure_replay(session.engine, server, subject, "reference", [],
                                        on_replayed=on_replayed)  # fmt: skip
-    except EngineFailed as exc:
+    except (EngineFailed, OSError, ValueError, KeyError) as exc:  # a reply it cannot read
         out.error = str(exc) or type(exc).__name__
         session.failures.append(f"conversations: engine failed: {out.error}")
     out.offload_status, out.offload_reason = offload_plan(
@@ -200,5 +200,5 @@ def offload_replay(session: Any, out: EngineConversations) -> None:
             tier = tier_tokens(t.offload_bytes, t.kv_bytes_per_token)
             out.offload = measure_replay(session.engine, server, subject_of(t), "offload",
                                          flags, tier)  # fmt: skip
-    except EngineFailed as exc:
+    except (EngineFailed, OSError, ValueError, KeyError) as exc:  # a reply it cannot read
         out.offload_status, out.offload_reason = FAILED, session.failed("kv offload", exc)
