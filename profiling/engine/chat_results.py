@@ -121,5 +121,6 @@ class EngineConversations:
             return (f"{' '.join(self.offload_flags)}: hit rate {tier.hit_rate:.1%} measured, "
                     f"{tier.projected_hit_rate:.1%} projected at "
                     f"{tier.projected_capacity_tokens:,} tokens")  # fmt: skip
-        return f"{self.offload_status}: {self.offload_reason}" if self.offload_reason \
-            else self.offload_status  # fmt: skip
+        if not self.offload_reason or self.offload_reason.startswith(self.offload_status):
+            return self.offload_reason or self.offload_status
+        return f"{self.offload_status}: {self.offload_reason}"
