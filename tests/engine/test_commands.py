@@ -9,7 +9,6 @@ One process parses every command (building the parser takes about 10 s).
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 
@@ -25,6 +24,7 @@ from profiling.model.shapes import Shapes
 from profiling.projection import search
 from profiling.projection.configurations import Configuration
 from profiling.projection.estimate import shipped_configs
+from tests.engine.engine_env import require_engine
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 DRAFT = "meta-llama/Llama-3.2-1B-Instruct"
@@ -230,10 +230,7 @@ def launchable() -> list[tuple[Configuration, dict]]:
 
 @pytest.fixture(scope="module")
 def parsed() -> list[dict]:
-    if vllm.version() is None:
-        if os.environ.get("ADVISOR_REQUIRE_ENGINE"):
-            pytest.fail(f"no vLLM at {vllm.python_path()}: run scripts/engine-env")
-        pytest.skip("no engine environment (scripts/engine-env makes one)")
+    require_engine()
     argvs = [launch_command(MODEL, c).argv for c in CONFIGURATIONS] + [MEASURED, REFUSED, PARTIAL]
     argvs += [HEAD] + [shlex.split(command["text"]) for _, command in launchable()]
     done = subprocess.run(

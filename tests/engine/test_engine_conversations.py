@@ -11,7 +11,6 @@ a failure instead when ADVISOR_REQUIRE_ENGINE is set (CI).
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
@@ -25,6 +24,7 @@ from profiling.engine.experiment import Session, Target
 from profiling.engine.plan import make_plan
 from profiling.model.demo import ensure_demo
 from profiling.projection.conversations import parse_conversations
+from tests.engine.engine_env import require_engine
 
 CONCURRENCY = 2
 # Hit-rate points (of prompt tokens) the engine may differ from the projection by: the
@@ -35,10 +35,7 @@ TOLERANCE = 0.03
 
 @pytest.fixture(scope="module")
 def replay(tmp_path_factory) -> dict:
-    if vllm.version() is None:
-        if os.environ.get("ADVISOR_REQUIRE_ENGINE"):
-            pytest.fail(f"no vLLM at {vllm.python_path()}: run scripts/engine-env")
-        pytest.skip("no engine environment (scripts/engine-env makes one)")
+    require_engine()
     from transformers import AutoTokenizer
 
     model = ensure_demo("demo")

@@ -25,6 +25,7 @@ from profiling.engine import vllm
 from profiling.engine.experiment import Session, Target
 from profiling.engine.plan import make_plan
 from profiling.engine.server import EngineFailed, Server, ended, signal_of
+from tests.engine.engine_env import require_engine
 
 # A stand-in for the engine's interpreter: it appends the environment it got
 # (and what it was asked to do) to ENV_LOG, then behaves as asked:
@@ -164,11 +165,7 @@ def test_a_signal_keeps_the_reason_the_log_gave():
 
 
 def test_the_engines_own_platform_check_finds_the_cpu_in_that_environment():
-    python = vllm.python_path()
-    if vllm.version(python) is None:
-        if os.environ.get("ADVISOR_REQUIRE_ENGINE"):
-            pytest.fail(f"no vLLM at {python}: run scripts/engine-env")
-        pytest.skip("no engine environment (scripts/engine-env makes one)")
+    python = require_engine()
     # The driver's version mapping, then vLLM's platform check: what the client does.
     code = (
         f"import runpy, sys; d = runpy.run_path({str(vllm.DRIVER)!r}); "

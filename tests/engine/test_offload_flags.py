@@ -4,14 +4,12 @@ run one; parsing them needs none)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-
-import pytest
 
 from profiling.caching.offload import offload_flags
 from profiling.engine import vllm
 from profiling.units import GIB
+from tests.engine.engine_env import require_engine
 from tests.engine.test_engine_environment import ended
 
 PARSE = (
@@ -25,11 +23,7 @@ PARSE = (
 
 
 def test_the_offload_flags_are_vllms_own():
-    python = vllm.python_path()
-    if vllm.version(python) is None:
-        if os.environ.get("ADVISOR_REQUIRE_ENGINE"):
-            pytest.fail(f"no vLLM at {python}: run scripts/engine-env")
-        pytest.skip("no engine environment (scripts/engine-env makes one)")
+    python = require_engine()
     flags = offload_flags(int(9.2 * GIB))
     done = subprocess.run(
         [str(python), "-I", "-c", PARSE.format(driver=str(vllm.DRIVER)), *flags],

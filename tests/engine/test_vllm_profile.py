@@ -9,7 +9,6 @@ start of about a minute.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,6 +17,7 @@ import pytest
 import torch
 
 from profiling.engine import vllm
+from tests.engine.engine_env import require_engine
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED, PROMPT = 384, 512  # a 75 % shared prefix
@@ -28,10 +28,7 @@ WITH_AVX512 = torch.cpu._is_avx512_supported()
 
 @pytest.fixture(scope="module")
 def engine_profile(tmp_path_factory) -> dict:
-    if vllm.version() is None:
-        if os.environ.get("ADVISOR_REQUIRE_ENGINE"):
-            pytest.fail(f"no vLLM at {vllm.python_path()}: run scripts/engine-env")
-        pytest.skip("no engine environment (scripts/engine-env makes one)")
+    require_engine()
     out = tmp_path_factory.mktemp("engine") / "out.json"
     argv = [
         sys.executable, "-m", "profiling", "profile", "demo", "--device", "cpu", "--quick",
