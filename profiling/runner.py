@@ -181,18 +181,10 @@ def _run(
     profile.config = config.replace(prompt_sample=[], conversations="")
     attach_advice(profile, loaded.model.config.to_dict())
     if config.conversations or (config.workload.conversation_turns or 1) > 1:
-        from profiling.advice.conversations import (
-            attach_conversations,
-            attach_engine_replay,
-            attach_hit_check,
-        )
+        from profiling.advice.conversations import attach_all
 
-        link = bandwidth.host_to_device(device)
-        attach_conversations(
-            profile, local_gpu, link, file_text=config.conversations, tokenizer=loaded.tokenizer
-        )
-        attach_hit_check(profile, loaded, device, clock, file_text=config.conversations)
-        attach_engine_replay(profile, device)
+        attach_all(profile, local_gpu, bandwidth.host_to_device(device), loaded, device, clock,
+                   config.conversations)  # fmt: skip
     profile.phase_seconds = phases.seconds
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")

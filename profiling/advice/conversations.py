@@ -30,6 +30,18 @@ from profiling.projection.conversations import Conversation, parse_conversations
 from profiling.projection.step_time import StepModel
 
 
+def attach_all(
+    profile: Profile, local_gpu: GPU | None, link: float | None, loaded: Any, device: str,
+    clock: Any, file_text: str = "",
+) -> None:  # fmt: skip
+    """Everything a profile of conversations gets once its measurements are done: the
+    projected section, the hit check measured on the worker, the engine's replay."""
+    attach_conversations(profile, local_gpu, link, file_text=file_text,
+                         tokenizer=loaded.tokenizer)  # fmt: skip
+    attach_hit_check(profile, loaded, device, clock, file_text=file_text)
+    attach_engine_replay(profile, device)
+
+
 def attach_conversations(
     profile: Profile, local_gpu: GPU | None, measured_link: float | None = None,
     file_text: str = "", tokenizer: Any = None,
