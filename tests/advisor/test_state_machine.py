@@ -69,15 +69,17 @@ def test_an_attempt_that_lost_its_lease_writes_nothing(redis_url, settings):
 
 
 def test_the_reaper_republishes_a_queued_job_whose_message_the_broker_lost(redis_url):
+    # The broker's unacked set is every queue's: a live worker of an earlier test may
+    # hold another job's message there, so the test asks about its own job only.
     job = make_job(queue="test-lost-message")
     dispatch.enqueue(job)
-    assert dispatch.jobs_in_broker(["test-lost-message"]) == {job.pk}
+    assert job.pk in dispatch.jobs_in_broker(["test-lost-message"])
     reap(now=timezone.now() + timedelta(minutes=5))  # held by the broker: left alone
-    assert dispatch.jobs_in_broker(["test-lost-message"]) == {job.pk}
+    assert job.pk in dispatch.jobs_in_broker(["test-lost-message"])
     _purge("test-lost-message")  # what a restart of a Redis without persistence does
-    assert dispatch.jobs_in_broker(["test-lost-message"]) == set()
+    assert job.pk not in dispatch.jobs_in_broker(["test-lost-message"])
     assert reap(now=timezone.now() + timedelta(minutes=5)).redispatched == 1
-    assert dispatch.jobs_in_broker(["test-lost-message"]) == {job.pk}
+    assert job.pk in dispatch.jobs_in_broker(["test-lost-message"])
     assert state_of(job) == State.QUEUED
     _purge("test-lost-message")
 
