@@ -161,30 +161,30 @@ def _run(
             profile, experiments, loaded, device, dtype, clock, progress, spans, folder,
             artifacts, phases, subject.compiled,
         )  # fmt: skip
+        from profiling.advice.conversations import profile_chats
+
+        chats = profile_chats(profile, loaded.tokenizer)  # read once, for all three uses
         if config.engine:
-            from profiling.advice.conversations import profile_conversations
             from profiling.engine.for_profile import run_for_profile
 
             engine_progress = span(progress, *spans["engine"])
-            chats = profile_conversations(config, loaded.tokenizer)
+            replayed = chats.conversations if chats else None
             with set_aside(loaded.model, device):  # the engine loads its own copy
                 profile.engine = run_for_profile(
-                    config, loaded, device, dtype, engine_progress, artifacts, chats
+                    config, loaded, device, dtype, engine_progress, artifacts, replayed
                 )
             profile.warnings += profile.engine.failures
             _prefer_engine_verdict(profile, fit)
             phases.done("engine")
-    # The prompt sample (up to 16 MiB) has been analysed; the result keeps its
-    # figures (`caching.prompt_sample`), not a second copy of the prompts.
-    # The conversation file (up to 8 MiB) is read from `config` below; its section keeps
-    # the figures, the result only its name.
+    # The prompt sample (up to 16 MiB) and the conversation file (up to 8 MiB) have been
+    # read; the result keeps their figures and the file's name, not a second copy.
     profile.config = config.replace(prompt_sample=[], conversations="")
     attach_advice(profile, loaded.model.config.to_dict())
-    if config.conversations or (config.workload.conversation_turns or 1) > 1:
+    if chats is not None:
         from profiling.advice.conversations import attach_all
 
         attach_all(profile, local_gpu, bandwidth.host_to_device(device), loaded, device, clock,
-                   config.conversations)  # fmt: skip
+                   chats)  # fmt: skip
     profile.phase_seconds = phases.seconds
     profile.environment.finished_at = environment.utc_now()
     progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")

@@ -8,6 +8,7 @@ worker's measured host link stand in for the datasheet's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from profiling import serde
@@ -21,7 +22,7 @@ from profiling.caching.conversations import (
     synthetic_source,
     tokenized,
 )
-from profiling.config import ConfigError, ProfileConfig, Workload
+from profiling.config import ConfigError, Workload
 from profiling.measure.hardware import GPU, lookup
 from profiling.profile import Profile
 from profiling.projection.calibration import calibrate
@@ -30,32 +31,66 @@ from profiling.projection.conversations import Conversation, parse_conversations
 from profiling.projection.step_time import StepModel
 
 
+@dataclass
+class Chats:
+    """A profile's conversations, read once: the user's file tokenized with the model's
+    tokenizer, else the workload's synthetic ones, and where they came from."""
+
+    conversations: list[Conversation]
+    source: str
+
+
+def read_chats(text: str, name: str, tokenizer: Any, workload: Workload) -> Chats:
+    """The file's conversations (`text`, tokenized as `estimate --conversations` does),
+    else the workload's synthetic ones; a ConfigError or ValueError where the file or the
+    tokenizer cannot be used."""
+    if not text:
+        return Chats(synthetic_conversations(workload), synthetic_source(workload))
+    if tokenizer is None:
+        raise ConfigError("the model has no tokenizer to count the conversations' tokens with")
+    given = tokenized(parse_conversations(text), tokenizer, workload)
+    return Chats(given, file_source(name or "of conversations"))
+
+
+def profile_chats(profile: Profile, tokenizer: Any) -> Chats | None:
+    """The profile's conversations, read once for the engine, the section and the hit
+    check; None for a workload without them, or (with a warning) a file that cannot be
+    read."""
+    config = profile.config
+    if not config.conversations and (config.workload.conversation_turns or 1) <= 1:
+        return None
+    try:
+        return read_chats(config.conversations, config.conversations_name, tokenizer,
+                          config.workload)  # fmt: skip
+    except (ConfigError, ValueError) as exc:
+        profile.warnings.append(f"the conversations could not be read: {exc}")
+        return None
+
+
 def attach_all(
     profile: Profile, local_gpu: GPU | None, link: float | None, loaded: Any, device: str,
-    clock: Any, file_text: str = "",
+    clock: Any, chats: Chats,
 ) -> None:  # fmt: skip
     """Everything a profile of conversations gets once its measurements are done: the
     projected section, the hit check measured on the worker, the engine's replay."""
-    attach_conversations(profile, local_gpu, link, file_text=file_text,
-                         tokenizer=loaded.tokenizer)  # fmt: skip
-    attach_hit_check(profile, loaded, device, clock, file_text=file_text)
-    attach_engine_replay(profile, device)
+    attach_conversations(profile, local_gpu, link, chats)
+    attach_hit_check(profile, loaded, device, clock, chats)
+    attach_engine_replay(profile, device, chats.source)
 
 
 def attach_conversations(
     profile: Profile, local_gpu: GPU | None, measured_link: float | None = None,
-    file_text: str = "", tokenizer: Any = None,
+    chats: Chats | None = None,
 ) -> None:  # fmt: skip
-    """Set `profile.conversations` for a workload of conversations (the user's file,
-    `file_text`, tokenized with the model's `tokenizer` as `estimate --conversations`
-    does; else the job's turns and think time), on the deployment's GPU (the one named,
-    else the one profiled: its measured rates and host link where it is that one, in the
-    dtype measured), and put the host tier among the advice's recommendations where it
-    is one. A workload with neither is left alone; what cannot be projected becomes a
-    warning, never a failed run."""
+    """Set `profile.conversations` for a workload of conversations (`chats`; None: the
+    job's turns and think time), on the deployment's GPU (the one named, else the one
+    profiled: its measured rates and host link where it is that one, in the dtype
+    measured), and put the host tier among the advice's recommendations where it is one.
+    A workload with neither is left alone; what cannot be projected becomes a warning,
+    never a failed run."""
     config = profile.config
     workload, hw = config.workload, config.hardware
-    if not file_text and (workload.conversation_turns or 1) <= 1:
+    if chats is None and (workload.conversation_turns or 1) <= 1:
         return
     shapes, env = profile.model.shapes, profile.environment
     gpu = lookup(hw.gpu_kind) if hw.gpu_kind else local_gpu
@@ -67,13 +102,13 @@ def attach_conversations(
         return
     dtype = hw.serving_dtype(env.dtype if env.dtype in ("bfloat16", "float16") else "bfloat16")
     profiled = local_gpu is not None and gpu.key == local_gpu.key and dtype == env.dtype
+    chats = chats or read_chats("", "", None, workload)
     try:
-        given, source = _from_file(file_text, config.conversations_name, tokenizer, workload)
         rates = calibrate(shapes, profile, env.device_name) if profiled else None
         profile.conversations = estimate_conversations(
             shapes, gpu, hw.gpu_count, dtype, workload, hw, device=env.device,
             measured_link=measured_link if profiled else None, rates=rates,
-            conversations=given, source=source,
+            conversations=chats.conversations, source=chats.source,
         )  # fmt: skip
     except (ConfigError, ValueError, ZeroDivisionError) as exc:
         profile.warnings.append(f"the conversations could not be projected: {exc}")
@@ -84,7 +119,7 @@ def attach_conversations(
 
 
 def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
-                     file_text: str = "") -> None:  # fmt: skip
+                     chats: Chats) -> None:  # fmt: skip
     """Measure, with the `loaded` model (`profiling.model.loading.Loaded`, back from
     every experiment and the engine) on this worker's `device`, the warm TTFT at a few
     of the conversations' hit positions against the projection fitted on this device
@@ -94,64 +129,48 @@ def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
     from profiling.caching.hit_check import Subject, error_range, run_hit_check
 
     config, shapes, env = profile.config, profile.model.shapes, profile.environment
-    if shapes is None or (not file_text and (config.workload.conversation_turns or 1) <= 1):
+    if shapes is None:
         return
     section = profile.conversations
     try:
-        given, source = _from_file(file_text, config.conversations_name, loaded.tokenizer,
-                                   config.workload)  # fmt: skip
-        conversations = given or synthetic_conversations(config.workload)
         rates = calibrate(shapes, profile, env.device_name)
         users = section["users_per_copy"] if section else config.workload.concurrency
-        prepared = prepare(shapes, rates, env.dtype, conversations, users)
+        prepared = prepare(shapes, rates, env.dtype, chats.conversations, users)
         capacity = section["served"]["capacity_tokens"] if section else None
         subject = Subject(loaded.model, device, env.device_name or device, clock,
                           shapes.vocab_size, loaded.info.max_position_embeddings,
                           config.quick)  # fmt: skip
         check = run_hit_check(subject, StepModel(shapes, rates, env.dtype),
-                              error_range(shapes, profile), conversations, prepared.workload,
-                              capacity, _hit_note(capacity, rates.note))  # fmt: skip
+                              error_range(shapes, profile), chats.conversations,
+                              prepared.workload, capacity,
+                              _hit_note(capacity, rates.note))  # fmt: skip
     except (ConfigError, ValueError, ZeroDivisionError, RuntimeError) as exc:
         profile.warnings.append(f"the hit check could not run: {exc}")
         return
-    if section is None:
-        source = source or synthetic_source(config.workload)
-        section = profile.conversations = {"source": source, "engine_check": engine_check(device)}
-    section["hit_check"] = check.to_dict()
+    _section(profile, device, chats.source)["hit_check"] = check.to_dict()
 
 
-def profile_conversations(config: ProfileConfig, tokenizer: Any) -> list[Conversation] | None:
-    """The conversations a profile replays (the user's file, tokenized with the model's
-    `tokenizer`, else the workload's synthetic ones), or None for a workload without
-    turns or a file that cannot be read (the section says why)."""
-    if not config.conversations and (config.workload.conversation_turns or 1) <= 1:
-        return None
-    try:
-        given, _ = _from_file(config.conversations, config.conversations_name, tokenizer,
-                              config.workload)  # fmt: skip
-    except (ConfigError, ValueError):
-        return None
-    return given or synthetic_conversations(config.workload)
-
-
-def attach_engine_replay(profile: Profile, device: str) -> None:
+def attach_engine_replay(profile: Profile, device: str, source: str | None = None) -> None:
     """The engine's replay of the conversations (`profiling.engine.conversations`, in the
     engine section) into the conversation section: its figures as `engine_replay`, its
     lines as `engine_check` and `engine_offload`. A section that is not there yet (no
-    GPU named) is made to hold it."""
+    GPU named) is made to hold it, saying `source`."""
     engine = profile.engine
     chats = engine.conversations if engine is not None else None
     if chats is None:
         return
-    section = profile.conversations
-    if section is None:
-        config = profile.config
-        source = (file_source(config.conversations_name or "of conversations")
-                  if config.conversations_name else synthetic_source(config.workload))  # fmt: skip
-        section = profile.conversations = {"source": source, "engine_check": engine_check(device)}
+    section = _section(profile, device, source or synthetic_source(profile.config.workload))
     section["engine_replay"] = chats.to_dict()
     section["engine_check"] = f"{engine.name} {engine.version}, {chats.reference_line()}"
     section["engine_offload"] = chats.offload_line()
+
+
+def _section(profile: Profile, device: str, source: str) -> dict[str, Any]:
+    """The conversation section; where none was projected (no GPU named), one that holds
+    only what was measured on the worker and the engine."""
+    if profile.conversations is None:
+        profile.conversations = {"source": source, "engine_check": engine_check(device)}
+    return profile.conversations
 
 
 def _hit_note(capacity: int | None, calibration: str) -> str:
@@ -162,18 +181,6 @@ def _hit_note(capacity: int | None, calibration: str) -> str:
         f"hit positions from the conversations replayed {where}, turns paced by this "
         f"device's calibration; projected by it ({calibration})"
     )
-
-
-def _from_file(
-    text: str, name: str, tokenizer: Any, workload: Workload
-) -> tuple[list[Conversation] | None, str | None]:
-    """(the file's conversations, where they came from), or (None, None) without one."""
-    if not text:
-        return None, None
-    if tokenizer is None:
-        raise ConfigError("the model has no tokenizer to count the conversations' tokens with")
-    given = tokenized(parse_conversations(text), tokenizer, workload)
-    return given, file_source(name or "of conversations")
 
 
 def add_to_advice(advice: Advice, recommendation: Recommendation) -> None:

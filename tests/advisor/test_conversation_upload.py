@@ -19,7 +19,7 @@ from advisor.jobs import spec
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import ConversationFile, Job
 from advisor.jobs.request import JobRequest
-from profiling.advice.conversations import attach_conversations
+from profiling.advice.conversations import attach_conversations, read_chats
 from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.profile import Profile
 from profiling.projection.conversations import MAX_TURNS, ConversationError, parse_conversations
@@ -204,7 +204,8 @@ def test_the_report_says_the_conversations_came_from_the_uploaded_file(client, d
     profile = Profile.from_dict(real_demo_profile())  # an H100 target
     profile.config.conversations_name = "chats.jsonl"
     tokenizer = AutoTokenizer.from_pretrained(demo_model_dir)
-    attach_conversations(profile, None, file_text=CHATS.decode(), tokenizer=tokenizer)
+    chats = read_chats(CHATS.decode(), "chats.jsonl", tokenizer, profile.config.workload)
+    attach_conversations(profile, None, chats=chats)
     summary = profile.conversations["served"]["summary"]
     assert (summary["conversations"], summary["turns"]) == (2, 3)  # the file's, not synthetic
     _, page = rendered(client, profile.to_dict())
