@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_LINE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-_POSITION = re.compile(r'position="(\d+)"')
+_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
 
 
 @dataclass
@@ -31,49 +31,47 @@ class Metrics:
         )
 
 
-def parse_metrics(text: str, per_position: str = "") -> Metrics:
-    out = Metrics()
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    """Every sample line of the text: its metric name, labels and value. Label values
+    may hold braces (an info metric's values are repr()s): the labels run to the line's
+    last closing brace, and the value follows it."""
+    out = []
     for line in text.splitlines():
         if not line or line.startswith("#"):
             continue
-        match = _LINE.match(line)
-        if not match:
+        head, brace, rest = line.partition("{")
+        end = rest.rfind("}")
+        if brace and " " not in head and end >= 0:
+            name, labels, tail = head, rest[:end], rest[end + 1 :]
+        else:
+            name, _, tail = line.partition(" ")
+            labels = ""
+        if not _NAME.fullmatch(name):
             continue
-        name, labels, raw = match.groups()
         try:
-            value = float(raw)
-        except ValueError:
+            value = float(tail.split()[0])
+        except (ValueError, IndexError):
             continue
+        out.append((name, dict(_LABEL.findall(labels)), value))
+    return out
+
+
+def parse_metrics(text: str, per_position: str = "") -> Metrics:
+    out = Metrics()
+    for name, labels, value in samples(text):
         if per_position and name == per_position:
-            position = _POSITION.search(labels or "")
-            if position:
-                key = int(position.group(1))
+            position = labels.get("position", "")
+            if position.isdigit():
+                key = int(position)
                 out.by_position[key] = out.by_position.get(key, 0.0) + value
             continue
         out.values[name] = out.values.get(name, 0.0) + value
     return out
 
 
-_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
-
-
 def series(text: str, name: str) -> list[tuple[dict[str, str], float]]:
     """Every series of metric `name`: its labels and its value."""
-    out = []
-    for line in text.splitlines():
-        if not line.startswith(name) or line[len(name) : len(name) + 1] not in ("{", " "):
-            continue
-        # Label values may hold braces (an info metric's values are repr()s): the labels
-        # run to the last closing brace, and the value follows it.
-        labels, value = "", line[len(name) :]
-        if value.startswith("{"):
-            end = value.rfind("}")
-            labels, value = value[1:end], value[end + 1 :]
-        try:
-            out.append((dict(_LABEL.findall(labels)), float(value.split()[0])))
-        except (ValueError, IndexError):
-            continue
-    return out
+    return [(labels, value) for n, labels, value in samples(text) if n == name]
 
 
 def by_label(text: str, name: str, label: str) -> dict[str, float]:
