@@ -22,6 +22,7 @@ from profiling.engine.interface import MetricNames
 from profiling.engine.metrics import series as metrics_series
 from profiling.engine.server import ended
 from profiling.engine.vllm_kernels import quantization_unsupported  # noqa: F401 (interface)
+from profiling.projection.host_tier import offload_flags  # noqa: F401 (interface)
 
 NAME = "vllm"
 PYTHON_ENV = "ADVISOR_ENGINE_PYTHON"
@@ -44,8 +45,8 @@ METRICS = MetricNames(
     spec_draft_tokens="vllm:spec_decode_num_draft_tokens_total",
     spec_accepted_tokens="vllm:spec_decode_num_accepted_tokens_total",
     spec_accepted_per_position="vllm:spec_decode_num_accepted_tokens_per_pos_total",
-    # 0.32: `vllm/v1/metrics/loggers.py` (the first three) and the offloading connector's
-    # `vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py`.
+    # 0.32: `vllm/v1/metrics/loggers.py` (the first three), then the offloading
+    # connector's `vllm/distributed/kv_transfer/kv_connector/v1/offloading/metrics.py`.
     external_queries="vllm:external_prefix_cache_queries_total",
     external_hits="vllm:external_prefix_cache_hits_total",
     cached_by_source="vllm:prompt_tokens_cached_by_source_total",
@@ -206,12 +207,6 @@ def prefix_caching_flags(on: bool) -> list[str]:
     return ["--enable-prefix-caching"] if on else ["--no-enable-prefix-caching"]
 
 
-def offload_flags(size_bytes: int) -> list[str]:
-    from profiling.projection.host_tier import offload_flags as flags
-
-    return flags(size_bytes)
-
-
 def speculative_flags(method: str, k: int, draft: str, ngram: dict[str, int]) -> list[str]:
     """`method`: "ngram" (prompt lookup, with `ngram`'s window) or "draft_model" (`draft`)."""
     config: dict[str, object]
@@ -313,14 +308,12 @@ def bench_argv(
 _KV_TOKENS = re.compile(r"(?:GPU|CPU|XPU) KV cache size: ([\d,]+) tokens")
 _WEIGHTS_GIB = re.compile(r"Model loading took ([\d.]+) GiB")
 _THREADS = re.compile(r"Reducing Torch threads from (\d+) to (\d+)")
+_BLOCK_SIZE = re.compile(r"block_size=(\d+)")
 
 
 def kv_cache_tokens(log: str) -> int | None:
     found = _KV_TOKENS.findall(log)
     return int(found[-1].replace(",", "")) if found else None
-
-
-_BLOCK_SIZE = re.compile(r"block_size=(\d+)")
 
 
 def kv_cache_blocks(metrics_text: str, log: str) -> tuple[int, int, str] | None:
