@@ -38,7 +38,7 @@ from profiling.measure.timing import Clock
 from profiling.model.shapes import Shapes
 from profiling.projection import block_cache as bc
 from profiling.projection.calibration import Measured, leave_one_out
-from profiling.projection.conversations import Conversation
+from profiling.projection.conversations import Conversation, in_vocab
 from profiling.projection.step_time import StepModel
 from profiling.results import Samples
 
@@ -281,7 +281,7 @@ def run_hit_check(
         if (cached, new) in measured:  # long turns capped alike: one measurement
             continue
         measured.add((cached, new))
-        ids = [t % subject.vocab_size for t in conversation.tokens]
+        ids = in_vocab(conversation.tokens, subject.vocab_size)
         warm, cold = measure_point(subject.model, ids, cached, new, subject.device,
                                    subject.clock, repeats)  # fmt: skip
         projected = project_point(step, cached, new, errors)

@@ -19,8 +19,8 @@ not begin with the blocks the engine cached, nor with the blocks the projection 
 `Replayed.sent` holds the conversations exactly as sent, for the projection to replay.
 
 Ids outside the model's vocabulary (synthetic conversations are made of negative and
-large ids, `profiling.projection.conversations.synthetic`) are mapped into it by a fixed
-hash, so equal ids stay equal and distinct ones almost always distinct. vLLM has no
+large ids, `profiling.projection.conversations.synthetic`) are mapped into it by
+`in_vocab` there, as the hit check maps them. vLLM has no
 multi-turn client in its wheel (its `benchmarks/multi_turn` is in the source tree
 only), so this one uses the standard library: it runs in the profile's process.
 """
@@ -38,10 +38,9 @@ from typing import Any
 
 from profiling.engine.chat_results import TurnSample
 from profiling.engine.server import EngineFailed
-from profiling.projection.conversations import Conversation, Turn
+from profiling.projection.conversations import Conversation, Turn, in_vocab
 
 TIMEOUT_S = 300
-_MIX = 2654435761  # Knuth's multiplicative hash: spreads mapped ids over the vocabulary
 
 # One request's body → its streamed chunks, parsed.
 Transport = Callable[[dict[str, Any]], Iterator[dict[str, Any]]]
@@ -89,10 +88,6 @@ def http_stream(url: str) -> Transport:
             raise EngineFailed(f"no answer from the server: {exc}") from None
 
     return send
-
-
-def in_vocab(ids: list[int], vocab_size: int) -> list[int]:
-    return [i if 0 <= i < vocab_size else (i * _MIX) % vocab_size for i in ids]
 
 
 def send_turn(

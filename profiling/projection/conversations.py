@@ -253,6 +253,16 @@ def _unique_ids(start: int, count: int, salt: int) -> list[int]:
     return list(range(base, base - count, -1))
 
 
+_MIX = 2654435761  # Knuth's multiplicative hash: spreads mapped ids over the vocabulary
+
+
+def in_vocab(ids: list[int], vocab_size: int) -> list[int]:
+    """`ids` a model of `vocab_size` tokens can take: its own unchanged, others (the
+    negative and large ids `synthetic` makes) mapped into it by a fixed hash, so equal
+    ids stay equal and distinct ones almost always distinct."""
+    return [i if 0 <= i < vocab_size else (i * _MIX) % vocab_size for i in ids]
+
+
 def synthetic(spec: SyntheticSpec) -> list[Conversation]:
     """Conversations of `spec.turns` turns, each user message and reply new ids, after a
     system prompt whose ids every conversation shares."""

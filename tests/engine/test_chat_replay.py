@@ -25,7 +25,7 @@ from profiling.engine.for_profile import offload_bytes
 from profiling.engine.metrics import by_label, parse_metrics
 from profiling.engine.results import EngineResult
 from profiling.engine.server import EngineFailed
-from profiling.projection.conversations import Conversation, Turn
+from profiling.projection.conversations import Conversation, Turn, in_vocab
 from profiling.units import GIB
 
 FIRST_S, PER_TOKEN_S = 0.25, 0.01
@@ -115,7 +115,7 @@ def test_users_take_conversations_in_turn_and_every_turn_is_sent_once():
 
 def test_ids_outside_the_vocabulary_are_mapped_into_it_and_stay_equal():
     ids = [-5, -1, 0, 7, 99, 100, 12_345, -5]
-    mapped = chat_replay.in_vocab(ids, 100)
+    mapped = in_vocab(ids, 100)
     assert all(0 <= i < 100 for i in mapped)
     assert mapped[2:5] == [0, 7, 99]  # ids already in it are kept
     assert mapped[0] == mapped[-1] and mapped[0] != mapped[1]
