@@ -72,8 +72,9 @@ def measure_replay(
     if on_replayed is not None:
         on_replayed(replayed)
     sent_tokens = sum(t.prompt_tokens for t in replayed.turns)
-    after = _settled(server, names, parse_metrics(before), sent_tokens)
-    delta = parse_metrics(after).delta(parse_metrics(before))
+    counted = parse_metrics(before)
+    after = _settled(server, names, counted, sent_tokens)
+    delta = parse_metrics(after).delta(counted)
     found = engine.kv_cache_blocks(after, server.log_text())
     if found is None:
         raise EngineFailed("the engine reported neither its KV blocks nor its block size")
