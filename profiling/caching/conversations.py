@@ -37,7 +37,6 @@ from profiling.units import GIB, ms, size
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 CONVERSATIONS_PER_USER = 8
-ENGINE_CHECK_CPU = OFFLOAD_CPU_REASON
 
 
 def synthetic_conversations(workload: Workload) -> list[Conversation]:
@@ -103,7 +102,7 @@ def engine_check(device: str | None) -> str:
     if device is None:
         return "not measured: an estimate runs no engine"
     if not device.startswith("cuda"):
-        return ENGINE_CHECK_CPU
+        return OFFLOAD_CPU_REASON
     return "not measured on the engine yet: the projection stands alone"
 
 

@@ -25,11 +25,7 @@ from profiling.advice_kit.advice_results import (
     Recommendation,
 )
 from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome
-from profiling.projection.host_tier import (  # noqa: F401 (offload_flags: the advice's)
-    HostTier,
-    offload_flags,
-    size_for_most_of_the_gain,
-)
+from profiling.projection.host_tier import HostTier, offload_flags, size_for_most_of_the_gain
 from profiling.units import ms, size
 
 TECHNIQUE = "caching"

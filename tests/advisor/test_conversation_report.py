@@ -195,8 +195,8 @@ def test_bad_conversation_values_are_refused_on_their_field(cpu_worker, field, v
 
 def test_the_engines_replay_is_a_row_beside_the_projection_and_its_offload_another(client):
     from profiling.advice.conversations import attach_engine_replay
-    from profiling.caching.conversations import ENGINE_CHECK_CPU
     from profiling.engine.results import EngineResult
+    from profiling.projection.host_tier import OFFLOAD_CPU_REASON
     from tests.engine.test_chat_replay import sample_result
 
     profile = conversation_profile()
@@ -209,4 +209,4 @@ def test_the_engines_replay_is_a_row_beside_the_projection_and_its_offload_anoth
     _, page = rendered(client, profile.to_dict())
     said = text(section(page, "conversations"))
     assert "hit rate 50.0% measured, 50.0% projected at the engine's 39,040 tokens" in said
-    assert f"Offload on the engine {ENGINE_CHECK_CPU}" in said
+    assert f"Offload on the engine {OFFLOAD_CPU_REASON}" in said

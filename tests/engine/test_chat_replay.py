@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from profiling import serde
-from profiling.caching.conversations import ENGINE_CHECK_CPU, render_conversations
+from profiling.caching.conversations import render_conversations
 from profiling.engine import chat_replay, vllm
 from profiling.engine.chat_results import (
     NOT_APPLICABLE,
@@ -26,6 +26,7 @@ from profiling.engine.metrics import by_label, parse_metrics
 from profiling.engine.results import EngineResult
 from profiling.engine.server import EngineFailed
 from profiling.projection.conversations import Conversation, Turn, in_vocab
+from profiling.projection.host_tier import OFFLOAD_CPU_REASON
 from profiling.units import GIB
 
 FIRST_S, PER_TOKEN_S = 0.25, 0.01
@@ -178,7 +179,7 @@ def test_offload_counters_are_read_per_tier_and_absent_ones_stay_none():
 
 
 def test_the_offload_is_not_applicable_on_cpu_and_sized_on_a_gpu(tmp_path):
-    assert offload_plan("cpu", 10 * GIB) == (NOT_APPLICABLE, ENGINE_CHECK_CPU)
+    assert offload_plan("cpu", 10 * GIB) == (NOT_APPLICABLE, OFFLOAD_CPU_REASON)
     assert offload_plan("cuda:0", None)[0] == NOT_APPLICABLE
     assert offload_plan("cuda:0", GIB)[0] == "ran"
     from profiling.config import Hardware, ProfileConfig
@@ -195,7 +196,7 @@ def sample_result() -> EngineConversations:
                                                                     0.02, 0.3)]  # fmt: skip
     reference = ChatReplay("reference", [], 2, 128, 39_040, "vllm:cache_config_info", 256,
                            256, 128, 0.5, 39_040, turns)  # fmt: skip
-    return EngineConversations(2, 2, reference, None, NOT_APPLICABLE, ENGINE_CHECK_CPU)
+    return EngineConversations(2, 2, reference, None, NOT_APPLICABLE, OFFLOAD_CPU_REASON)
 
 
 def test_the_result_round_trips_and_keeps_its_raw_samples():
@@ -216,7 +217,7 @@ def test_the_section_prints_the_engines_hit_rate_beside_the_projection_and_the_o
                "engine_offload": result.offload_line()}  # fmt: skip
     lines = render_conversations(section)
     assert "hit rate 50.0% measured, 50.0% projected at the engine's 39,040 tokens" in lines[-2]
-    assert lines[-1] == f"  offload on the engine: {ENGINE_CHECK_CPU}"  # said once
+    assert lines[-1] == f"  offload on the engine: {OFFLOAD_CPU_REASON}"  # said once
 
 
 def test_the_engine_replays_the_first_conversations_whole_and_has_room_for_the_longest():

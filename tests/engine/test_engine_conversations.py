@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from profiling.caching.conversations import ENGINE_CHECK_CPU, tokenized
+from profiling.caching.conversations import tokenized
 from profiling.caching.hit_check import DEMO_SAMPLE
 from profiling.config import Workload
 from profiling.engine import vllm
@@ -24,6 +24,7 @@ from profiling.engine.experiment import Session, Target
 from profiling.engine.plan import make_plan
 from profiling.model.demo import ensure_demo
 from profiling.projection.conversations import parse_conversations
+from profiling.projection.host_tier import OFFLOAD_CPU_REASON
 from tests.engine.engine_env import require_engine
 
 CONCURRENCY = 2
@@ -93,5 +94,5 @@ def test_a_projection_without_the_engines_cache_would_fail_the_check(replay):
 def test_the_offload_says_it_is_not_applicable_on_cpu(replay):
     result = replay["result"]
     assert result.offload_status == NOT_APPLICABLE and result.offload is None
-    assert result.offload_reason == ENGINE_CHECK_CPU
+    assert result.offload_reason == OFFLOAD_CPU_REASON
     assert [launch.purpose for launch in replay["session"].launches] == ["reference"]

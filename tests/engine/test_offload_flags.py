@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import subprocess
 
-from profiling.caching.offload import offload_flags
 from profiling.engine import vllm
+from profiling.projection.host_tier import offload_flags
 from profiling.units import GIB
 from tests.engine.engine_env import require_engine
 from tests.engine.test_engine_environment import ended

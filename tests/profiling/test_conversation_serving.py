@@ -12,7 +12,7 @@ import pytest
 
 from profiling.advice_kit.advice_results import NotRecommended, Recommendation
 from profiling.caching.conversations import engine_check
-from profiling.caching.offload import host_tier_advice, offload_flags
+from profiling.caching.offload import host_tier_advice
 from profiling.measure.bandwidth import host_to_device
 from profiling.measure.hardware import lookup
 from profiling.model.shapes import Shapes
@@ -20,7 +20,7 @@ from profiling.projection.calibration import assumed
 from profiling.projection.conversation_serving import prepare, project_conversations
 from profiling.projection.conversations import MAX_TURNS, SyntheticSpec, synthetic
 from profiling.projection.estimate import shipped_configs
-from profiling.projection.host_tier import host_link, project_host_tier
+from profiling.projection.host_tier import host_link, offload_flags, project_host_tier
 from profiling.projection.step_time import StepModel
 from profiling.units import GIB
 from tests.profiling.test_conversations import turns_file
