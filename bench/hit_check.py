@@ -27,9 +27,9 @@ import torch  # noqa: E402
 from profiling.caching.hit_check import (  # noqa: E402
     DEMO_SAMPLE,
     HitCheck,
-    Projected,
     error_range,
     judge,
+    project_point,
 )
 from profiling.config import ProfileConfig, Workload  # noqa: E402
 from profiling.projection.calibration import calibrate  # noqa: E402
@@ -63,9 +63,8 @@ def main() -> None:
     for p in check.points:
         w, pr = p.warm_ttft_seconds, p.projected
         controls = []
-        for chunk in ((p.new_tokens, 0), (p.cached_tokens + p.new_tokens, 0)):
-            seconds = step.seconds(0, 0, (chunk,))
-            other = Projected(seconds, seconds / errors.factor, seconds * errors.factor, 0.0)
+        for tokens in (p.new_tokens, p.cached_tokens + p.new_tokens):  # both at offset 0
+            other = project_point(step, 0, tokens, errors)
             controls.append(judge(w, p.cold_ttft_seconds, other)[0])
         print(f"{p.cached_tokens:>7} {p.new_tokens:>5} {w.median * 1e3:>9.3f} "
               f"{w.p10 * 1e3:>6.2f}-{w.p90 * 1e3:<6.2f} {p.cold_ttft_seconds.median * 1e3:>8.3f} "
