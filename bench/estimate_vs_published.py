@@ -4,8 +4,9 @@
     python bench/estimate_vs_published.py --rows ID,ID       # only these rows
     python bench/estimate_vs_published.py --json out.json    # everything, as JSON
 
-The rows are `bench/data/published_serving.jsonl` (and the rows added to it from the
-sources it quotes, `published_serving_v014_online.jsonl`): published serving measurements
+The rows are `bench/data/published_serving.jsonl` (and the rows added to it: from the
+sources it quotes, `published_serving_v014_online.jsonl`, and from engines other than
+TensorRT-LLM, `published_serving_others.jsonl`): published serving measurements
 (TensorRT-LLM performance tables, MLPerf Inference results, vLLM / SGLang / TGI /
 LMDeploy posts, recipes and issues), each copied with its `source_url`, the exact
 `quote` it was read from and `notes` on what limits its comparability, plus two
@@ -96,8 +97,12 @@ from profiling.projection.validation import summary_of  # noqa: E402
 DATA = Path(__file__).resolve().parent / "data"
 VALIDATION = Path(__file__).resolve().parent.parent / "profiling" / "data" / "validation.json"
 ROWS_FILE = DATA / "published_serving.jsonl"
-# Rows read later from a source the collection quotes, kept apart (bench/data/README.md).
-ADDED_ROWS_FILES = (DATA / "published_serving_v014_online.jsonl",)
+# Rows added later, kept apart (bench/data/README.md): the rest of a table the collection
+# quotes, and published measurements of engines other than TensorRT-LLM.
+ADDED_ROWS_FILES = (
+    DATA / "published_serving_v014_online.jsonl",
+    DATA / "published_serving_others.jsonl",
+)
 CONFIGS = DATA / "configs"
 
 METRICS = ("ttft", "itl_tpot", "throughput")
