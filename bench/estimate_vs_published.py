@@ -156,8 +156,8 @@ STATIC_BATCH = re.compile(r"static[- ]batch|fixed batch size", re.I)
 # Engine figures a row's notes state, parsed from them (never typed here).
 REQUESTS = (
     re.compile(r"No\. Prompts = (?:Max\. Seqs = )?([\d,]+)"),
-    re.compile(r"(?<![\d.,])(\d[\d,]*) requests\b(?! per)"),
-    re.compile(r"(?<![\d.,])(\d[\d,]*) prompts\b"),
+    re.compile(r"(?<![\w.,])(\d[\d,]*) requests\b(?! per)"),
+    re.compile(r"(?<![\w.,])(\d[\d,]*) prompts\b"),
 )
 MAX_SEQS_STATED = (re.compile(r"--max-num-seqs ([\d,]+)"), re.compile(r"Max\. Seqs = ([\d,]+)"))
 

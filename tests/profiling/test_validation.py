@@ -90,3 +90,10 @@ def test_the_bound_can_fail(bench):
     subset = [r for r in bench["load_rows"]() if r["id"].startswith(V017)]
     worse = bench["compare"](subset, (0.25, 0.35))["summary"]["overall"]["throughput"]
     assert worse["median_error"] > BOUND_V017
+
+
+def test_a_request_count_is_a_whole_figure_not_the_tail_of_a_name(bench):
+    stated, requests = bench["stated"], bench["REQUESTS"]
+    assert stated(requests, "3000 prompts from ShareGPT_V3 prompts") == (3000, "3000 prompts")
+    assert stated(requests, "sampled from ShareGPT_V3 prompts") is None
+    assert stated(requests, "1,024 requests at 2 requests per second") == (1024, "1,024 requests")
