@@ -22,13 +22,14 @@ def _interval(bounds: Any) -> str:
     return f"{bounds[0]:.2f}–{bounds[1]:.2f}×" if bounds else "—"
 
 
-def _tp_interval(tp: Any) -> str:
-    if tp is None:
+def _basis_interval(point: Any) -> str:
+    """The interval of a TPOT speedup (`techniques.tpot_speedup`), or what it is of."""
+    if point is None:
         return ""
-    if tp.speedup_basis == "server":
+    if point.speedup_basis == "server":
         return ("of the server's mean TPOT: no request reached the client as it was generated, "
                 "so the client's timings cannot compare them")  # fmt: skip
-    return _interval(tp.interval)
+    return _interval(point.interval)
 
 
 def serving_rows(points: list[ServingPoint]) -> list[dict[str, Any]]:
@@ -84,13 +85,13 @@ def section_context(engine: EngineResult | None, advice: Advice | None) -> dict[
         "speculative": [  # fmt: skip
             {
                 "s": s,
-                "interval": _interval(s.interval),
+                "interval": _basis_interval(s),
                 "at_c": _interval(s.interval_at_concurrency),
             }
             for s in engine.speculative
         ],
         "quantization": [{"q": q, "interval": _interval(q.interval)} for q in engine.quantization],
-        "tp_interval": _tp_interval(engine.tensor_parallel),
+        "tp_interval": _basis_interval(engine.tensor_parallel),
         "finding": finding(engine),
     }
 

@@ -148,10 +148,15 @@ def _speculative(engine: EngineResult, facts: Facts) -> list[Outcome]:
             [Change("tpot_ms", before, after, "ms")],
         ),
         evidence=[Evidence(ANCHOR, key, f"acceptance {p.acceptance_rate:.0%}")],
-        caveats=[f"at concurrency 1 it is {p.speedup:.2f}×"] if p.speedup else [],
+        caveats=[f"at concurrency 1 it is {p.speedup:.2f}×{_of_server(p)}"] if p.speedup else [],
         basis="measured", serves="generation", gain=before / after,
         **interval_fields(interval, f"over {_streamed(at)} requests"),
     )]  # fmt: skip
+
+
+def _of_server(point: Any) -> str:
+    """Where a speedup is of the server's mean TPOT (`techniques.tpot_speedup`), said so."""
+    return " (of the server's mean TPOT)" if point.speedup_basis == "server" else ""
 
 
 def _quantization(engine: EngineResult, facts: Facts, tolerance: QualityTolerance) -> list[Outcome]:

@@ -117,6 +117,9 @@ class SpeculativePoint:
     acceptance_by_position: list[float] = field(default_factory=list)
     speedup: float | None = None  # TPOT p50 without / with, at concurrency 1
     interval: tuple[float, float] | None = None  # of `speedup`, over requests
+    # "client": of the requests that streamed; "server": the server's mean TPOT, where no
+    # request of one side reached the client as it was generated (`techniques.tpot_speedup`)
+    speedup_basis: str = "client"
     speedup_at_concurrency: float | None = None  # the same at the user's concurrency
     interval_at_concurrency: tuple[float, float] | None = None
     throughput_speedup: float | None = None  # output tok/s with / without, user's concurrency

@@ -95,7 +95,7 @@ def measure_speculative(
         _acceptance(point)
         base_1, spec_1 = _at(reference, 1), _at(point.points, 1)
         if base_1 and spec_1:
-            point.speedup, point.interval = _ratio(base_1, spec_1, "tpot_s")
+            point.speedup, point.interval, point.speedup_basis = tpot_speedup(base_1, spec_1)
         base_c, spec_c = _at(reference, t.concurrency), _at(point.points, t.concurrency)
         if base_c and spec_c:
             point.speedup_at_concurrency, point.interval_at_concurrency = _ratio(

@@ -104,6 +104,15 @@ def test_a_split_read_in_one_burst_shows_the_servers_tpot_and_says_why(client):
     assert "1.23× (of the server's mean TPOT: no request reached the client" in table
 
 
+def test_a_speculative_speedup_of_the_servers_tpot_says_so(client):
+    result = stored_result(RESULT)
+    spec = result["engine"]["speculative"][0]
+    spec.update(speedup=0.7904, interval=None, speedup_basis="server")
+    _, page = rendered(client, result)
+    part = text(section(page, "engine"))
+    assert "0.79× (of the server's mean TPOT: no request reached the client" in part
+
+
 def test_a_failed_launch_shows_its_logs_last_lines_folded(client):
     result = stored_result(RESULT)
     failed = next(launch for launch in result["engine"]["launches"] if launch["status"] != "ran")

@@ -81,6 +81,15 @@ def test_speculation_is_accepted_and_changes_no_greedy_token(engine_profile):
         assert len(p["acceptance_by_position"]) == p["k"]
         assert p["output_matches"] is True
         assert p["speedup"] is not None
+        plain = next(q for q in engine_profile["engine"]["serving"] if q["concurrency"] == 1)
+        spec = next(q for q in p["points"] if q["concurrency"] == 1)
+        if p["speedup_basis"] == "server":  # no request of one side streamed to the client
+            assert not any(plain["streamed"]) or not any(spec["streamed"])
+            server = plain["server"]["tpot_mean_ms"] / spec["server"]["tpot_mean_ms"]
+            assert p["speedup"] == pytest.approx(server, 1e-3) and p["interval"] is None
+        else:
+            low, high = p["interval"]
+            assert low <= p["speedup"] <= high
 
 
 def test_a_configuration_the_engine_cannot_start_is_reported_with_its_reason(engine_profile):
