@@ -26,19 +26,11 @@ from profiling.projection.conversations import (
     ConversationError,
     decode,
     parse_conversations,
+    too_big,
 )
 from profiling.text import text_problem
 
 CODE = "conversation_file"
-
-
-def too_big(size: int) -> str:
-    # In bytes: a file just over the limit rounds to the limit's own size.
-    limit = CONVERSATIONS_MAX_BYTES
-    return (
-        f"the conversation file is {size:,} bytes, over the limit of {units.size(limit)} "
-        f"({limit:,} bytes)"
-    )
 
 
 def conversations_from_upload(upload: UploadedFile) -> ConversationFile:

@@ -25,11 +25,13 @@ every conversation, everything else ids no other conversation holds.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling.config import ConfigError
+from profiling import units
+from profiling.config import CONVERSATIONS_MAX_BYTES, ConfigError
 
 MAX_CONVERSATIONS = 100_000
 # Turns a replay takes: its work grows with every turn (a few seconds at most on a small
@@ -151,13 +153,36 @@ def decode(data: bytes) -> str:
         raise ConversationError(f"line {line}: not UTF-8 text") from None
 
 
-def read_conversations(path: str) -> list[ChatRecord]:
+def read_conversations(path: str | os.PathLike[str]) -> list[ChatRecord]:
+    return read_conversation_file(path)[1]
+
+
+def read_conversation_file(path: str | os.PathLike[str]) -> tuple[str, list[ChatRecord]]:
+    """The text of the JSON Lines file at `path` and its conversations, for every command
+    that takes `--conversations FILE`: its size checked before it is read (the limit a
+    job's upload has, CONVERSATIONS_MAX_BYTES), then parsed; a ConversationError saying
+    why not, in the words the site's upload uses."""
     try:
         with open(path, "rb") as f:
-            data = f.read()
+            size = os.fstat(f.fileno()).st_size
+            if size > CONVERSATIONS_MAX_BYTES:
+                raise ConversationError(too_big(size))
+            data = f.read(CONVERSATIONS_MAX_BYTES + 1)  # a file that grew is caught here
     except OSError as exc:
         raise ConversationError(f"cannot read {path}: {exc.strerror}") from None
-    return parse_conversations(data)
+    if len(data) > CONVERSATIONS_MAX_BYTES:
+        raise ConversationError(too_big(len(data)))
+    text = decode(data)
+    return text, parse_conversations(text)
+
+
+def too_big(size: int) -> str:
+    # In bytes: a file just over the limit rounds to the limit's own size.
+    limit = CONVERSATIONS_MAX_BYTES
+    return (
+        f"the conversation file is {size:,} bytes, over the limit of {units.size(limit)} "
+        f"({limit:,} bytes)"
+    )
 
 
 def _record(line: str, number: int) -> ChatRecord:
