@@ -29,6 +29,7 @@ from typing import IO, TYPE_CHECKING
 from profiling.advice.summary import render_summary
 from profiling.caching.sample import read_prompt_sample
 from profiling.cli_common import (
+    add_conversations_flag,
     add_option_flags,
     add_workload_flags,
     hardware_from_args,
@@ -43,6 +44,7 @@ from profiling.config import (
 )
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
 from profiling.options import parse_ints, parse_names
+from profiling.projection.conversations import read_conversation_file
 
 if TYPE_CHECKING:
     from profiling.profile import Profile
@@ -84,6 +86,7 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="caching: your prompts, one per line, or JSON Lines with a prompt or messages",
     )
+    add_conversations_flag(p, needs=", tokenized with the model's own tokenizer")
     p.add_argument(
         "--allow-root",
         action="append",
@@ -96,6 +99,7 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
 
 def config_from_args(args: argparse.Namespace) -> ProfileConfig:
     """The validated ProfileConfig the `profile` flags describe."""
+    conversations, conversations_name = conversations_from_args(args)
     config = ProfileConfig(
         model=args.model,
         source=args.source,
@@ -115,9 +119,20 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         tp_measure=args.tp_measure,
         engine=args.engine,
         prompt_sample=read_prompt_sample(args.prompts) if args.prompts else [],
+        conversations=conversations,
+        conversations_name=conversations_name,
     )
     config.validate()
     return config
+
+
+def conversations_from_args(args: argparse.Namespace) -> tuple[str, str]:
+    """(the text, the file's name) of `--conversations FILE`, refused here, before any
+    model loads, in the words `estimate` and the site's upload use; ("", "") without it."""
+    if not args.conversations:
+        return "", ""
+    text, _ = read_conversation_file(args.conversations)
+    return text, Path(args.conversations).name
 
 
 def _int_list(flag: str, text: str) -> list[int]:

@@ -1,5 +1,5 @@
 """What both commands of the CLI share (`profile` in `profiling.cli`, `estimate` in
-`profiling.estimate_cli`): the workload flags and writing the result JSON."""
+`profiling.estimate_cli`): the workload flags, `--conversations` and writing the result JSON."""
 
 from __future__ import annotations
 
@@ -11,9 +11,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from profiling.config import BOTTLENECKS, DTYPES, ConfigError, Hardware, Workload
+from profiling import units
+from profiling.config import (
+    BOTTLENECKS,
+    CONVERSATIONS_MAX_BYTES,
+    DTYPES,
+    ConfigError,
+    Hardware,
+    Workload,
+)
 from profiling.measure import hardware
 from profiling.options import BOOL, CHOICE, FLOAT, INT, INTS, NAMES, Option, family
+from profiling.projection.conversations import MAX_TURNS
 
 
 def add_option_flags(p: argparse.ArgumentParser, *families: str) -> None:
@@ -31,6 +40,17 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--gpu", metavar="KIND", help="deployment GPU for the fit check, e.g. h100")
     add_option_flags(p, "hardware")
     p.add_argument("--stated-bottleneck", choices=BOTTLENECKS, default="unsure")
+
+
+def add_conversations_flag(p: argparse.ArgumentParser, needs: str = "") -> None:
+    """`--conversations FILE`, said once for `profile` and `estimate` (both read it with
+    `profiling.projection.conversations.read_conversation_file`, as the site reads an upload)."""
+    p.add_argument(
+        "--conversations", metavar="FILE",
+        help="your conversations, JSON Lines (OpenAI chat messages or ShareGPT), up to "
+        f"{units.size(CONVERSATIONS_MAX_BYTES)} and {MAX_TURNS:,} turns, replayed through the "
+        f"prefix cache{needs}",
+    )  # fmt: skip
 
 
 def workload_from_args(args: argparse.Namespace) -> Workload:

@@ -25,7 +25,7 @@ DEFAULT_DTYPE = "bfloat16"
 
 def register(commands: Any) -> None:
     """Add the `estimate` command to `python -m profiling`'s subcommands."""
-    from profiling.cli_common import add_workload_flags
+    from profiling.cli_common import add_conversations_flag, add_workload_flags
 
     p = commands.add_parser("estimate", help="advice and projections from a config (no weights)")
     p.add_argument("model", help="shipped config name, directory with config.json, or its path")
@@ -35,11 +35,7 @@ def register(commands: Any) -> None:
         help="your draft's acceptance per drafted token (0–1) for the speculative estimate; "
         "without it a stated range is assumed",
     )  # fmt: skip
-    p.add_argument(
-        "--conversations", metavar="FILE",
-        help="your conversations, JSON Lines (OpenAI chat messages or ShareGPT), replayed "
-        "through the prefix cache; needs MODEL as a local directory with its tokenizer",
-    )  # fmt: skip
+    add_conversations_flag(p, needs="; needs MODEL as a local directory with its tokenizer")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the estimate JSON here")
     p.set_defaults(func=cmd_estimate)
 

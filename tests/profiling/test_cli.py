@@ -11,8 +11,12 @@ from pathlib import Path
 import pytest
 
 from profiling import cli
+from profiling.caching.hit_check import DEMO_SAMPLE
+from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.errors import OutOfMemory
 from profiling.profile import Profile
+from profiling.projection.conversations import MAX_TURNS
+from tests.profiling.test_conversations import turns_file
 from tests.profiling.tiny import save_tiny_llama_dir
 
 REPO = Path(__file__).resolve().parents[2]
@@ -228,3 +232,70 @@ def test_profile_flags_build_the_config() -> None:
     assert config.workload.ttft_ms == 200 and config.workload.shared_prefix_tokens == 64
     assert config.experiments == ["quantization", "caching"]
     assert config.allowed_roots == ["/models", "/data"] and config.stated_bottleneck == "memory"
+
+
+def test_the_conversations_flag_puts_the_files_text_and_name_in_the_config(tmp_path: Path) -> None:
+    path = tmp_path / "my chats.jsonl"
+    path.write_text(DEMO_SAMPLE.read_text())
+    args = cli.build_parser().parse_args(["profile", "demo", "--conversations", str(path)])
+    config = cli.config_from_args(args)
+    assert config.conversations == DEMO_SAMPLE.read_text()
+    assert config.conversations_name == "my chats.jsonl"
+    plain = cli.config_from_args(cli.build_parser().parse_args(["profile", "demo"]))
+    assert (plain.conversations, plain.conversations_name) == ("", "")
+
+
+def bad_conversation_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """Files every `--conversations` refuses, each with words its refusal holds."""
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as f:
+        f.truncate(CONVERSATIONS_MAX_BYTES + 1)  # sparse: refused by its size, never read
+    files = {
+        "missing": (tmp_path / "nope.jsonl", "No such file or directory"),
+        "a directory": (tmp_path, "Is a directory"),
+        "too big": (big, f"is {CONVERSATIONS_MAX_BYTES + 1:,} bytes, over the limit of 8.00 MiB"),
+        "over the turn cap": (tmp_path / "turns.jsonl",
+                              f"holds {MAX_TURNS + 1:,} turns, over the limit of {MAX_TURNS:,}"),
+        "a bad line": (tmp_path / "bad.jsonl", "line 2: not valid JSON"),
+        "not UTF-8": (tmp_path / "latin1.jsonl", "line 1: not UTF-8 text"),
+        "empty": (tmp_path / "empty.jsonl", "holds no conversations"),
+    }  # fmt: skip
+    (tmp_path / "turns.jsonl").write_text(turns_file(MAX_TURNS + 1))
+    (tmp_path / "bad.jsonl").write_text(DEMO_SAMPLE.read_text().splitlines()[0] + "\n{oops\n")
+    (tmp_path / "latin1.jsonl").write_bytes(b'{"messages": [{"role": "user", "content": "\xe9"}]}')
+    (tmp_path / "empty.jsonl").write_text("")
+    return files
+
+
+def test_a_bad_conversation_file_is_refused_in_estimates_words_before_any_model_loads(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from profiling import runner
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the profile ran with a file it should have refused")
+
+    monkeypatch.setattr(runner, "run_profile", never)
+    for case, (path, words) in bad_conversation_files(tmp_path).items():
+        assert cli.main(["profile", "demo", "--conversations", str(path)]) == 2, case
+        profile_said = capsys.readouterr().err
+        estimate = ["estimate", "llama-3.1-8b", "--gpu", "L4", "--conversations", str(path)]
+        assert cli.main(estimate) == 2, case
+        assert profile_said == capsys.readouterr().err, case
+        assert profile_said.startswith("error: ") and words in profile_said, (case, profile_said)
+        assert profile_said.count("\n") == 1 and "Traceback" not in profile_said
+
+
+def test_profile_replays_the_conversations_of_the_file_it_is_given(tmp_path: Path) -> None:
+    path = tmp_path / "my-chats.jsonl"
+    path.write_text(DEMO_SAMPLE.read_text())
+    out = tmp_path / "profile.json"
+    done = run_cli("profile", "demo", "--device", "cpu", "--quick", "--concurrency", "2",
+                   "--conversations", str(path), "--json", str(out))  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "Conversations (from your file my-chats.jsonl)" in done.stdout
+    data = json.loads(out.read_text())
+    assert data["conversations"]["source"] == "your file my-chats.jsonl"
+    assert data["conversations"]["hit_check"]["points"]  # measured on the file's turns
+    assert data["config"]["conversations_name"] == "my-chats.jsonl"  # the text is not kept
+    assert not any("conversations could not be read" in w for w in data["warnings"])
