@@ -156,9 +156,14 @@ def _check_client(python: Path, device: str) -> tuple[str | None, bool]:
 def environment(device: str, tensor_parallel: int = 1) -> dict[str, str]:
     """The one environment of every engine process on `device`: the server, the
     benchmark client (which also reads the server's counters) and the probes.
-    Ours without our PYTHONPATH, plus, on the CPU build, its target device, its
-    KV-cache space and one set of cores per tensor-parallel rank."""
+    Ours without our PYTHONPATH, with vLLM's own offloading connector, plus, on the
+    CPU build, its target device, its KV-cache space and one set of cores per
+    tensor-parallel rank."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    # `--kv-offloading-backend native` is the OffloadingConnector, whose counters
+    # (METRICS' offload_*) the replay reads, unless this variable swaps in the simple
+    # connector, which has other ones (0.32: `vllm/config/vllm.py`, `envs.py`).
+    env["VLLM_USE_SIMPLE_KV_OFFLOAD"] = "0"
     if device == "cpu":
         # Said outright rather than left to vLLM's platform check, which reads the
         # installed version: a process that maps or misreads it falls back to the CUDA
