@@ -2,8 +2,8 @@
 what the model projects today, the comparison runs from a clone in seconds, and it
 fails when the error passes today's bound.
 
-The issue's goal is a median error of 15 % per metric: TTFT 10.1 % and ITL/TPOT 9.6 %
-(62 headline rows each), output throughput 9.4 % (100) today (see
+The issue's goal is a median error of 15 % per metric: TTFT 11.5 % and ITL/TPOT 10.5 %
+(68 headline rows each), output throughput 9.8 % (106) today (see
 bench/estimate_vs_published.py's output). Each bound below is today's figure, a
 ratchet: a change that makes the projections worse against the published rows fails
 here, and one that makes them better lowers it.
@@ -20,10 +20,12 @@ import pytest
 from profiling.projection import validation
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "estimate_vs_published.py"
-# Today's median |error| of output throughput (9.4 %), TTFT (10.1 %) and ITL/TPOT
-# (9.6 %), with a little room for the simulation; the goal is 15 % for each.
+# Today's median |error| of output throughput (9.8 %), TTFT (11.5 %) and ITL/TPOT
+# (10.5 %), with a little room for the simulation; the goal is 15 % for each. TTFT's
+# bound moved from 0.11 with the six GPUStack Qwen3-32B rows (vLLM, every request sent
+# at once: queue-dominated TTFTs), which took its median from 10.1 % to 11.5 %.
 BOUND_ALL_ROWS = 0.11
-BOUND_TTFT = 0.11
+BOUND_TTFT = 0.12
 BOUND_ITL_TPOT = 0.11
 # The TensorRT-LLM v0.17 table: every row states its KV cache's format and layout (21.2 %:
 # saturated offline runs, which a pass's arithmetic and memory traffic added
@@ -48,7 +50,7 @@ def compared(bench) -> dict:
 def test_the_comparison_runs_in_seconds_and_explains_every_row_it_skips(compared):
     assert compared["seconds"] < 60
     # the collection, the rows added from its sources, and the other engines' rows
-    assert compared["counts"]["rows"] == 88 + 67 + 20
+    assert compared["counts"]["rows"] == 88 + 67 + 26
     for row in compared["rows"]:
         assert row["expressible"] or row["reasons"], row["id"]
 
