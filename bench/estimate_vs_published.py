@@ -41,7 +41,9 @@ How each mode is served:
   stay a small part of the run. Throughput is the simulation's, total output tokens
   over the whole run, as these tools report it. A static batch (the row's notes
   say "static-batch" / "fixed batch size") is one batch of `concurrency` requests
-  run to completion.
+  run to completion. The engine's scheduler limits are those of its offline class
+  unless the row was run through its server (`SERVER_RUN`: `vllm serve`, the
+  serving benchmark's output), whose defaults differ (`profiling.projection.engines`).
 
 Engine limits: the simulator's scheduler defaults are vLLM's (`MAX_SEQS` sequences,
 `MAX_BATCHED_TOKENS` tokens per step); where a row states its engine's sequence
@@ -153,6 +155,12 @@ VARIABLE_LENGTHS = re.compile(
     re.I,
 )
 STATIC_BATCH = re.compile(r"static[- ]batch|fixed batch size", re.I)
+# A run driven through the engine's server (its own benchmark client's output, or the
+# command), not its offline class: the server's scheduler defaults apply even when every
+# request was sent at once (vLLM's server batches fewer tokens a step than `LLM`).
+SERVER_RUN = re.compile(
+    r"vllm serve|bench serve|benchmark_serving|api_server|Successful requests:|Server: --", re.I
+)
 # Engine figures a row's notes state, parsed from them (never typed here).
 REQUESTS = (
     re.compile(r"No\. Prompts = (?:Max\. Seqs = )?([\d,]+)"),
@@ -373,7 +381,7 @@ def express(
     calibration = assumed(gpu, dtype, shapes.num_layers, *(efficiencies or ()))
     text = (row.get("notes") or "") + " " + (row.get("quote") or "")
     static = bool(STATIC_BATCH.search(row.get("notes") or ""))
-    offline = mode == "offline"
+    offline = mode == "offline" and not SERVER_RUN.search(text)
     engine = engine_limits(gpu, ENGINE_LIMITS.get(out["engine"], "vllm"), offline)
     seqs_from = f"{engine.engine}'s default"
     requests, requests_from = None, ""

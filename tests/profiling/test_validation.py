@@ -99,3 +99,11 @@ def test_a_request_count_is_a_whole_figure_not_the_tail_of_a_name(bench):
     assert stated(requests, "3000 prompts from ShareGPT_V3 prompts") == (3000, "3000 prompts")
     assert stated(requests, "sampled from ShareGPT_V3 prompts") is None
     assert stated(requests, "1,024 requests at 2 requests per second") == (1024, "1,024 requests")
+
+
+def test_a_run_through_the_server_gets_the_servers_step_budget(compared):
+    setup = {row["id"]: row["setup"] for row in compared["rows"] if row["expressible"]}
+    # Every request sent at once to `vllm serve` on an A100: the server's 2,048 tokens a step.
+    assert setup["gpustack-qwen3-32b-a100-vllm0110-rand-128-4"]["max_batched_tokens"] == 2048
+    # vLLM's offline throughput script on an MI300X: the `LLM` class's budget.
+    assert setup["oci-mi300x8-l31-405b-fp8-vllm-throughput-128-128"]["max_batched_tokens"] == 16384
