@@ -316,7 +316,7 @@ def _blank(row: dict[str, Any]) -> dict[str, Any]:
     return {
         "id": row["id"], "family": row.get("family"), "mode": row.get("mode"),
         "engine": engine_of(row), "weak": weak_reason(row), "expressible": False,
-        "reasons": [], "setup": {}, "metrics": {}, "notes": [],
+        "reasons": [], "setup": {}, "metrics": {}, "notes": [], "published_gpu": row.get("gpu"),
     }  # fmt: skip
 
 
@@ -669,8 +669,20 @@ def report(result: dict[str, Any]) -> None:
         if family not in result["summary"]["by_family"]:
             total = sum(r["family_group"] == family for r in rows)
             print(f"    family: {family}: none of its {total} rows is comparable (see above)")
+    _print_off_by_2x(strong)
     print()
     _print_summary(result["weak_summary"], "Error of the weak rows (apart):")
+
+
+def _print_off_by_2x(rows: list[dict[str, Any]]) -> None:
+    """Each headline figure off by ×2 or more, with the GPU as its source names it (the
+    reason such a row misses is in its notes: bench/data/*.jsonl)."""
+    off = [(r, metric, m["ratio"]) for r in rows for metric, m in r["metrics"].items()
+           if m["ratio"] is not None and not 0.5 < m["ratio"] < 2]  # fmt: skip
+    print(f"Headline figures off by ×2 or more: {len(off)}")
+    for r, metric, ratio in off:
+        print(f"  {r['id']:52s} {METRIC_LABELS[metric]} ×{ratio:.2f}; published on: "
+              f"{r['published_gpu']}, projected on the catalog's {r['setup']['gpu']}")  # fmt: skip
 
 
 # Leave one family out: the datasheet efficiencies are the estimate's only free
