@@ -31,9 +31,9 @@ from profiling.projection.conversations import (
     synthetic,
     tokenize_conversations,
 )
-from profiling.projection.host_tier import OFFLOAD_CPU_REASON, project_host_tier
+from profiling.projection.host_tier import OFFLOAD_CPU_REASON, host_bytes_of, project_host_tier
 from profiling.projection.step_time import StepModel
-from profiling.units import GIB, ms, size
+from profiling.units import ms, size
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")
 CONVERSATIONS_PER_USER = 8
@@ -126,7 +126,7 @@ def estimate_conversations(
     p = prepare(shapes, rates, dtype, conversations, users, gpu, tp, **kwargs)
     served = project_conversations(shapes, rates, dtype, conversations, users, gpu, tp,
                                    prepared=p, **kwargs)  # fmt: skip
-    host = int(hw.host_memory_gib * GIB) if hw.host_memory_gib else None
+    host = host_bytes_of(hw.host_memory_gib)
     step = StepModel(shapes, rates, dtype, hw.kv_dtype, tp, gpu)
     tier = project_host_tier(p, step, users, gpu, tp, host, measured_link, **kwargs)
     advice = host_tier_advice(tier)

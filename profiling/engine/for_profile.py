@@ -11,7 +11,6 @@ from profiling.engine.plan import CHECK_TOKENS, EVAL_WINDOW, make_plan
 from profiling.engine.results import EngineResult
 from profiling.model.shapes import Shapes
 from profiling.projection.conversations import Conversation
-from profiling.units import GIB
 
 MIN_MODEL_LEN = 1024  # room for the evaluation windows and the greedy checks
 # Turns of the conversations replayed on the engine (each a request with its reply):
@@ -81,10 +80,9 @@ def offload_bytes(
     (every token they hold, at the engine's KV bytes per token)."""
     if not device.startswith("cuda") or not conversations or kv_bytes_per_token <= 0:
         return None
-    from profiling.projection.host_tier import worker_memory_bytes
+    from profiling.projection.host_tier import host_bytes_of
 
-    gib = config.hardware.host_memory_gib
-    host = int(gib * GIB) if gib else worker_memory_bytes()
+    host = host_bytes_of(config.hardware.host_memory_gib)
     return min(host, sum(len(c.tokens) for c in conversations) * kv_bytes_per_token)
 
 

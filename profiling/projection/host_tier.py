@@ -90,6 +90,11 @@ def worker_memory_bytes() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
+def host_bytes_of(host_memory_gib: float | None) -> int:
+    """The host memory a tier may take: the GiB the user named, else this worker's."""
+    return int(host_memory_gib * GIB) if host_memory_gib else worker_memory_bytes()
+
+
 @dataclass
 class HostTier:
     """The tier's projection at `host_bytes`; the advice decides from it."""
@@ -126,7 +131,7 @@ def project_host_tier(
 ) -> HostTier:
     """The tier of `host_bytes` (default: this machine's memory) under the GPUs' cache of
     `p.capacity_tokens`; `kwargs` reach the serving projection (kv_dtype, SLOs, engine)."""
-    host_bytes = worker_memory_bytes() if host_bytes is None else host_bytes
+    host_bytes = host_bytes_of(None) if host_bytes is None else host_bytes
     workload, kv_token = p.workload, p.kv_bytes_per_token
     host_tokens = host_bytes // max(1, kv_token)
     everything = bc.replay(workload, bc.unlimited_tokens(workload))

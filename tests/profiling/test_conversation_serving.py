@@ -20,7 +20,13 @@ from profiling.projection.calibration import assumed
 from profiling.projection.conversation_serving import prepare, project_conversations
 from profiling.projection.conversations import MAX_TURNS, SyntheticSpec, synthetic
 from profiling.projection.estimate import shipped_configs
-from profiling.projection.host_tier import host_link, offload_flags, project_host_tier
+from profiling.projection.host_tier import (
+    host_bytes_of,
+    host_link,
+    offload_flags,
+    project_host_tier,
+    worker_memory_bytes,
+)
 from profiling.projection.step_time import StepModel
 from profiling.units import GIB
 from tests.profiling.test_conversations import turns_file
@@ -253,3 +259,8 @@ def test_a_bad_conversation_file_is_refused_naming_its_line(demo_model_dir, tmp_
     assert "line 3, message 1" in done.stderr
     shipped = estimate_file("llama-3.1-8b", CHAT_FILE, tmp_path)
     assert shipped.returncode == 2 and "tokenizer" in shipped.stderr
+
+
+def test_the_tier_takes_the_host_memory_named_else_the_workers():
+    assert host_bytes_of(2.5) == int(2.5 * GIB)
+    assert host_bytes_of(None) == worker_memory_bytes() > GIB
