@@ -96,9 +96,14 @@ def lookup(name: str) -> GPU:
 
 
 def match_device_name(device_name: str) -> GPU | None:
-    """The catalog entry for a driver-reported device name, if any."""
-    lowered = device_name.lower()
+    """The catalog entry for a driver-reported device name, if any. A `match` string is
+    a whole model number: "NVIDIA L4" is not the start of "NVIDIA L40", nor "NVIDIA A10"
+    of "NVIDIA A100 …"."""
     for key, spec in _raw()["gpus"].items():
-        if any(m.lower() in lowered for m in spec.get("match", [])):
+        if any(_names(m, device_name) for m in spec.get("match", [])):
             return catalog()[key]
     return None
+
+
+def _names(match: str, device_name: str) -> bool:
+    return re.search(re.escape(match) + r"(?!\d)", device_name, re.I) is not None

@@ -25,6 +25,10 @@ from profiling.measure import hardware
         ("NVIDIA A100-PCIE-40GB", "A100-40GB-PCIE"),
         ("AMD Instinct MI300X", "MI300X"),
         ("AMD Instinct MI325X", "MI325X"),
+        ("NVIDIA A10", "A10"),
+        ("NVIDIA L4", "L4"),
+        ("NVIDIA L40", None),  # not in the catalog: neither an L4 nor an L40S
+        ("NVIDIA A100 (a name no driver prints)", None),  # not an A10
     ],
 )
 def test_a_driver_reported_name_finds_its_own_part(reported, key):
