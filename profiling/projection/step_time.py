@@ -91,7 +91,7 @@ class StepModel:
         """`rows` decode rows holding `context` tokens in all; `chunks`: (tokens, offset)
         of each prompt chunk, the offset being the prompt tokens already cached."""
         flops, bytes_, tokens = self.work(rows, context, chunks)
-        seconds = self.time_of(flops, bytes_, bool(chunks))
+        seconds = self.time_of(flops, bytes_, bool(chunks), rows)
         return seconds + allreduce_seconds(self.shapes, tokens, self.devices, self.gpu)
 
     def work(
@@ -108,9 +108,14 @@ class StepModel:
         n = self.devices
         return flops / n, bytes_ / n, rows + prompt_tokens
 
-    def time_of(self, flops: float, bytes_: float, prefill: bool) -> float:
+    def time_of(self, flops: float, bytes_: float, prefill: bool, rows: int | None = None) -> float:
         """The slower of the phase models on this work; without a prompt, decode's, or
-        its FLOPs at prefill's compute rate where those take longer."""
+        its FLOPs at prefill's compute rate where those take longer; with prompts and no
+        decode rows (`rows` 0), prefill's alone: the passes its fit was measured on (a
+        decode fit prices FLOPs at decode's rate, which a measured profile may put far
+        below prefill's)."""
+        if prefill and rows == 0:
+            return self.rates.prefill.seconds(flops, bytes_)
         seconds = self.rates.decode.seconds(flops, bytes_)
         if prefill:
             return max(seconds, self.rates.prefill.seconds(flops, bytes_))
