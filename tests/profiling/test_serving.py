@@ -187,3 +187,21 @@ def test_the_prefix_cache_estimate_is_the_served_ttft_with_and_without_it():
                    cached_tokens=1536)  # fmt: skip
     assert change.after == pytest.approx(warm.ttft_seconds * 1e3)
     assert "at your 16 users" in rec.expected_effect.text
+
+
+def test_a_step_of_prompt_chunks_alone_is_priced_by_the_prefill_fit():
+    from profiling.projection.calibration import CALIBRATED, Calibration, PhaseRate
+
+    # A measured decode fit whose FLOP rate is far below prefill's, as on a CPU profile.
+    rates = Calibration(
+        CALIBRATED, "cpu", PhaseRate(60e9, None, 1e-3, 4), PhaseRate(10e9, None, 2e-3, 6)
+    )
+    shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
+    step = StepModel(shapes, rates, "bfloat16")
+    flops, bytes_, _ = step.work(0, 0, ((24, 80),))
+    assert step.seconds(0, 0, ((24, 80),)) == pytest.approx(rates.prefill.seconds(flops, bytes_))
+    # Decode rows in the step: the slower of the two fits prices it.
+    flops, bytes_, _ = step.work(4, 400, ((24, 80),))
+    mixed = step.seconds(4, 400, ((24, 80),))
+    assert mixed == pytest.approx(rates.decode.seconds(flops, bytes_))
+    assert mixed > rates.prefill.seconds(flops, bytes_)
