@@ -27,6 +27,12 @@ def make_job(**fields) -> Job:
 LEASE = "lease-of-attempt"
 
 
+# A fake clock for the reaper: the jobs it must recover are stale only at this time, so a
+# live worker left from an earlier test, whose own reaper runs on the real clock against
+# the same database, cannot take them first.
+LATER = timedelta(seconds=200)
+
+
 def running_job(beat_age_s: float = 0, attempts: int = 1, **fields) -> Job:
     beat = timezone.now() - timedelta(seconds=beat_age_s)
     fields.setdefault("lease", LEASE)
@@ -54,8 +60,8 @@ def test_an_attempt_that_lost_its_lease_writes_nothing(redis_url, settings):
     settings.ADVISOR_HEARTBEAT_STALE_S = 120
     job = make_job()
     first = Job.objects.claim(job.pk, "frozen@host")
-    Job.objects.filter(pk=job.pk).update(heartbeat_at=timezone.now() - timedelta(seconds=600))
-    assert reap().requeued == 1  # the frozen attempt's job goes back to the queue
+    # The frozen attempt's job goes back to the queue (at a fake time: see LATER).
+    assert reap(now=timezone.now() + LATER).requeued == 1
     second = Job.objects.claim(job.pk, "other@host")
     assert second and second != first
     # The frozen attempt wakes up: its beat, its progress, its result are all refused.
@@ -166,18 +172,19 @@ def test_the_reaper_requeues_a_lost_job_and_publishes_it(redis_url, settings):
 
 
 def test_the_reaper_fails_a_job_lost_too_often(settings):
-    settings.ADVISOR_MAX_ATTEMPTS = 3
-    job = running_job(beat_age_s=300, attempts=3)
-    report = reap()
+    settings.ADVISOR_MAX_ATTEMPTS, settings.ADVISOR_HEARTBEAT_STALE_S = 3, 120
+    job = running_job(beat_age_s=100, attempts=3)
+    report = reap(now=timezone.now() + LATER)
     job.refresh_from_db()
     assert report.failed == 1 and job.state == State.FAILED
     assert job.error.startswith("worker lost (no heartbeat for 3")
     assert job.error.endswith("s) after 3 attempts")
 
 
-def test_a_lost_job_the_user_cancelled_is_not_retried():
-    job = running_job(beat_age_s=300, attempts=1, cancel_requested=True)
-    assert reap().failed == 1
+def test_a_lost_job_the_user_cancelled_is_not_retried(settings):
+    settings.ADVISOR_HEARTBEAT_STALE_S = 120
+    job = running_job(attempts=1, cancel_requested=True)
+    assert reap(now=timezone.now() + LATER).failed == 1
     job.refresh_from_db()
     assert job.state == State.CANCELLED and job.attempts == 1
 
@@ -189,9 +196,10 @@ def test_the_reaper_leaves_beating_jobs_alone():
 
 
 def test_the_reaper_publishes_queued_jobs_that_never_were(redis_url):
-    old = make_job(created_at=timezone.now() - timedelta(minutes=5), queue="gpu-b200")
-    new = make_job(queue="gpu-b200")
-    assert reap().redispatched == 1
+    later = timezone.now() + LATER
+    old = make_job(queue="gpu-b200")
+    new = make_job(created_at=later, queue="gpu-b200")
+    assert reap(now=later).redispatched == 1
     old.refresh_from_db()
     new.refresh_from_db()
     assert old.dispatched_at is not None and new.dispatched_at is None
