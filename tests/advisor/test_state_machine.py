@@ -58,7 +58,7 @@ def test_only_one_claim_wins():
 
 def test_an_attempt_that_lost_its_lease_writes_nothing(redis_url, settings):
     settings.ADVISOR_HEARTBEAT_STALE_S = 120
-    job = make_job()
+    job = make_job(queue="gpu-b200")  # a queue no live worker of an earlier test consumes
     first = Job.objects.claim(job.pk, "frozen@host")
     # The frozen attempt's job goes back to the queue (at a fake time: see LATER).
     assert reap(now=timezone.now() + LATER).requeued == 1
