@@ -30,7 +30,7 @@ class ExpertParallel:
         flops, bytes_, tokens = self.step.work(rows, context, chunks)
         fewer = self.weights_read(tokens) - s.weights_read(self.format, tokens)
         bytes_ += fewer * (1 + dequant(self.step.dtype))
-        seconds = self.step.time_of(flops, bytes_, bool(chunks))
+        seconds = self.step.time_of(flops, bytes_, bool(chunks), rows)
         return seconds + all_to_all_seconds(s, tokens, self.ep, self.step.gpu)
 
     @property

@@ -104,7 +104,7 @@ def verify_seconds(
     weights = s.weights_read(weights_format(step.dtype), rows * tokens + prompt)
     bytes_ = weights * (1 + dequant(step.dtype)) + step.kv_token * kv_moved
     n = step.devices
-    seconds = step.time_of(flops / n, bytes_ / n, True)
+    seconds = step.time_of(flops / n, bytes_ / n, True, 0)  # as step.seconds(0, 0, …)
     return seconds + allreduce_seconds(s, rows * tokens + prompt, n, step.gpu)
 
 

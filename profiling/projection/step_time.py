@@ -108,13 +108,13 @@ class StepModel:
         n = self.devices
         return flops / n, bytes_ / n, rows + prompt_tokens
 
-    def time_of(self, flops: float, bytes_: float, prefill: bool, rows: int | None = None) -> float:
-        """The slower of the phase models on this work; without a prompt, decode's, or
-        its FLOPs at prefill's compute rate where those take longer; with prompts and no
-        decode rows (`rows` 0), prefill's alone: the passes its fit was measured on (a
-        decode fit prices FLOPs at decode's rate, which a measured profile may put far
-        below prefill's)."""
-        if prefill and rows == 0:
+    def time_of(self, flops: float, bytes_: float, prefill: bool, rows: int) -> float:
+        """The slower of the phase models on this work of `rows` decode rows (and prompt
+        chunks where `prefill`); without a prompt, decode's, or its FLOPs at prefill's
+        compute rate where those take longer; prompt chunks alone, prefill's: the passes
+        its fit was measured on (a decode fit prices FLOPs at decode's rate, which a
+        measured profile may put far below prefill's)."""
+        if prefill and not rows:
             return self.rates.prefill.seconds(flops, bytes_)
         seconds = self.rates.decode.seconds(flops, bytes_)
         if prefill:
