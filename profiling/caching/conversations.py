@@ -27,7 +27,7 @@ from profiling.projection.conversations import (
     ChatRecord,
     Conversation,
     SyntheticSpec,
-    read_conversations,
+    read_conversation_file,
     synthetic,
     tokenize_conversations,
 )
@@ -58,7 +58,7 @@ def file_conversations(path: str, model_dir: Path, workload: Workload) -> list[C
     """The conversations of a JSON Lines file, as the ids of the model's own tokenizer
     (from `model_dir`, local files only, no remote code); a ConfigError where the file or
     the tokenizer cannot be used. A turn whose reply the file lacks gets `output_tokens`."""
-    records = read_conversations(path)
+    _, records = read_conversation_file(path)
     if not any((model_dir / name).is_file() for name in TOKENIZER_FILES):
         raise ConfigError(
             f"{path}: conversations are tokenized with the model's own tokenizer, and "

@@ -153,10 +153,6 @@ def decode(data: bytes) -> str:
         raise ConversationError(f"line {line}: not UTF-8 text") from None
 
 
-def read_conversations(path: str | os.PathLike[str]) -> list[ChatRecord]:
-    return read_conversation_file(path)[1]
-
-
 def read_conversation_file(path: str | os.PathLike[str]) -> tuple[str, list[ChatRecord]]:
     """The text of the JSON Lines file at `path` and its conversations, for every command
     that takes `--conversations FILE`: its size checked before it is read (the limit a
