@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ def one_torch_thread() -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def real(one_torch_thread: None) -> Profile:
+def real(one_torch_thread: None, demo_model_dir: Path) -> Profile:
     from profiling.runner import run_profile
 
     config = ProfileConfig(
@@ -41,10 +42,8 @@ def real(one_torch_thread: None) -> Profile:
 
 
 @pytest.fixture(scope="module")
-def shapes() -> Shapes:
-    from profiling.model.demo import ensure_demo
-
-    return Shapes.from_config(json.loads((ensure_demo("demo") / "config.json").read_text()))
+def shapes(demo_model_dir: Path) -> Shapes:
+    return Shapes.from_config(json.loads((demo_model_dir / "config.json").read_text()))
 
 
 @pytest.fixture

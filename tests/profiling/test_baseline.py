@@ -16,7 +16,8 @@ from profiling.model.loading import Source, model_info
 from profiling.model.memory import weights_bytes
 from tests.profiling.tiny import tiny_llama_config
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# Models loaded and stepped.
+pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_torch_thread")]
 
 
 class FakeClock:

@@ -158,7 +158,7 @@ def test_the_estimate_command_reports_the_conversations_and_the_tiers_advice(tmp
          "--prompt-tokens", "712", "--shared-prefix-tokens", "512", "--output-tokens", "100",
          "--concurrency", "32", "--conversation-turns", "5", "--think-seconds", "10",
          "--host-memory-gib", "64", "--json", str(out)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     section = json.loads(out.read_text())["conversations"]
@@ -177,7 +177,7 @@ def test_without_conversation_turns_the_estimate_has_no_conversation_section(tmp
     out = tmp_path / "e.json"
     done = subprocess.run(
         [sys.executable, "-m", "profiling", "estimate", "llama-3.1-8b", "--gpu", "L4",
-         "--json", str(out)], capture_output=True, text=True, timeout=120,
+         "--json", str(out)], capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert json.loads(out.read_text())["conversations"] is None
@@ -211,7 +211,7 @@ def estimate_file(model: str, chats: str, tmp_path) -> subprocess.CompletedProce
     return subprocess.run(
         [sys.executable, "-m", "profiling", "estimate", model, "--gpu", "L4",
          "--concurrency", "1", "--conversations", str(path), "--json", str(tmp_path / "e.json")],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
 
 

@@ -110,7 +110,7 @@ def estimate(out, *flags: str) -> dict:
     done = subprocess.run(
         [sys.executable, "-m", "profiling", "estimate", "llama-3.1-70b", "--gpu", "H100",
          "--prompt-tokens", "1000", "--output-tokens", "1000", "--json", str(out), *flags],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())

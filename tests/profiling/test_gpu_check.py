@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.model  # bench/gpu_check.py on this CPU: real models, real timings
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -34,7 +34,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "
 
 def run_python(code: str) -> str:
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip().splitlines()[-1]

@@ -21,6 +21,8 @@ from profiling.errors import (
 from profiling.model import loading
 from tests.profiling.tiny import tiny_llama_config
 
+pytestmark = pytest.mark.model  # model directories written and loaded
+
 
 def save_tiny_llama(path: Path, tokenizer: bool = False) -> Path:
     path.mkdir(parents=True, exist_ok=True)

@@ -13,7 +13,7 @@ import pytest
 from profiling.config import ConfigError, Hardware, ProfileConfig, Workload
 from profiling.measure.hardware import lookup
 from profiling.measure.timing import CpuClock
-from profiling.parallel import plans
+from profiling.parallel import launch, plans
 from profiling.parallel.disaggregation import Sizes, disaggregate, workers_for
 from profiling.parallel.interference import Interference, measure_interference
 from profiling.parallel.launch import TPRequest, run_tp
@@ -22,6 +22,8 @@ from profiling.parallel.results import DisaggregationResult, ParallelResult
 from profiling.profile import Profile
 from profiling.results import Samples
 from tests.profiling.tiny import save_tiny_llama_dir
+
+pytestmark = pytest.mark.model  # models split over CPU processes
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)}
@@ -166,8 +168,19 @@ def test_a_failed_torchrun_is_reported_with_its_reason(tmp_path: Path) -> None:
     measured = run_tp(missing, timeout_s=240)
     assert measured.status == "failed" and "torchrun failed" in measured.reason
     assert "no-model" in measured.reason or "Error" in measured.reason
-    slow = run_tp(missing, timeout_s=0.5)
-    assert slow.status == "failed" and "did not finish within" in slow.reason
+
+
+def test_a_torchrun_past_its_timeout_is_killed_and_reported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A launch that surely outlives the timeout, however fast or slow the machine.
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    monkeypatch.setattr(launch, "command", lambda spec, ranks: sleeper)
+    request = TPRequest(str(tmp_path / "no-model"), 2, "cpu", "float32", 8, 1, 8, repeats=1)
+    slow = run_tp(request, timeout_s=1)
+    assert slow.status == "failed"
+    assert slow.reason == "torchrun did not finish within 1 s and was killed"
+    assert slow.wall_seconds is not None and slow.wall_seconds < 600  # killed, not waited for
 
 
 # -- interference and disaggregation ----------------------------------------------

@@ -6,7 +6,7 @@ import json
 import random
 import subprocess
 import sys
-import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -146,7 +146,7 @@ def test_the_parser_and_the_analysis_import_without_torch() -> None:
         "('torch', 'transformers'))))"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
@@ -188,7 +188,9 @@ def test_reuse_equals_a_brute_force_search_over_earlier_prompts() -> None:
     assert reuse.common_prefix_length([5], [6]) == 0
 
 
-def test_ten_thousand_prompts_parse_and_analyse_quickly() -> None:
+def test_ten_thousand_prompts_parse_and_analyse_in_linear_work(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     system = "You are the support assistant of a weather service. Answer in one sentence. " * 4
     data = jsonl(
         *(
@@ -196,10 +198,19 @@ def test_ten_thousand_prompts_parse_and_analyse_quickly() -> None:
             for q in (f"Will it rain in city {i} on day {i % 7}?" for i in range(10_000))
         )
     )
-    started = time.perf_counter()
+    compared: list[int] = []
+    real = reuse.common_prefix_length
+
+    def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
+        compared.append(1)
+        return real(a, b)
+
+    monkeypatch.setattr(reuse, "common_prefix_length", common_prefix_length)
     prompts = parse_prompt_sample(data)
     result = reuse.analyse([list(p.encode()) for p in prompts], tokenization="bytes")
-    assert time.perf_counter() - started < 20  # ~1 s on a busy 2-core box
+    # The work, not the seconds: each prompt is compared with at most its two sorted
+    # neighbours among the earlier ones, never with all of them (50 million pairs here).
+    assert len(compared) <= 2 * len(prompts)
     assert result.prompts == 10_000 and result.hit_rate == pytest.approx(0.9999)
     assert result.reuse_fraction > 0.8
 

@@ -27,6 +27,8 @@ from profiling.quantization.storage import weight_bytes
 from tests.profiling.test_cli import run_cli
 from tests.profiling.tiny import save_tiny_llama_dir
 
+pytestmark = pytest.mark.model  # models quantized and measured
+
 SMALL = Workload(prompt_tokens=32, output_tokens=6, concurrency=2)
 
 

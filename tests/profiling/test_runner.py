@@ -14,7 +14,8 @@ from profiling.runner import run_profile
 from profiling.techniques import BY_NAME
 from tests.profiling.tiny import save_tiny_llama_dir
 
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
+# Real profiles of a tiny model.
+pytestmark = [pytest.mark.model, pytest.mark.usefixtures("one_torch_thread")]
 
 
 @pytest.fixture(scope="module")

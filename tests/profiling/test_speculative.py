@@ -25,6 +25,8 @@ from profiling.speculative.drafting import (
 from profiling.speculative.loop import LoopRun, speculative_generate
 from tests.profiling.specdata import tiny_family, word_tokenizer
 
+pytestmark = pytest.mark.model  # the demo models generating
+
 NEW_TOKENS = 24
 ALL_KS = range(1, 9)
 try:

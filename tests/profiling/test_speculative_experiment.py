@@ -14,6 +14,8 @@ from profiling.speculative import experiment as speculative
 from profiling.speculative.results import SpeculativeResult
 from tests.profiling.specdata import FakeClock, decode_point, tiny_family, word_tokenizer
 
+pytestmark = pytest.mark.model  # the speculative experiment on real models
+
 
 @pytest.fixture(autouse=True, scope="module")
 def one_thread():
