@@ -1,11 +1,15 @@
 """Fixtures shared by the site's tests: a browser-like client, a live CPU worker row, a
-broker that is down, and real demo results (profiled once per session, then cached)."""
+stopped rate-limit clock, a broker that is down, and real demo results (profiled once
+per session, then cached)."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
+import django_ratelimit.core
 import pytest
 from django.test import Client
 
@@ -30,6 +34,14 @@ def cpu_worker() -> Worker:
 
 
 @pytest.fixture
+def rate_clock_stopped(monkeypatch) -> None:
+    """django-ratelimit's clock stopped: a test's hits all count in one window, however
+    long it takes (a window turns over mid-test now and then, a minute's most often)."""
+    now = time.time()
+    monkeypatch.setattr(django_ratelimit.core, "time", SimpleNamespace(time=lambda: now))
+
+
+@pytest.fixture
 def dead_broker(settings):
     """A broker address nothing listens on (and that must not be started)."""
     saved = app.conf.broker_url
@@ -40,13 +52,14 @@ def dead_broker(settings):
 
 
 @pytest.fixture
-def demo_result(demo_model_dir: Path) -> dict[str, Any]:
-    """A stored real profile of the demo model (see test_charts.stored_result)."""
+def demo_result() -> dict[str, Any]:
+    """A stored real profile of the demo model (see test_charts.stored_result): read, not
+    measured, so a test that only reads a result needs no model."""
     return real_demo_profile()
 
 
 @pytest.fixture
-def spec_result(demo_model_dir: Path) -> dict[str, Any]:
+def spec_result() -> dict[str, Any]:
     """A stored real speculative profile of the demo model."""
     return real_spec_profile()
 

@@ -59,7 +59,9 @@ def test_submit_job_applies_the_apis_strict_checks(cpu_worker):
     assert "--notes" in str(error) and "lone surrogate" in str(error)
 
 
-def test_submissions_over_the_rate_answer_429_with_retry_after(settings, cpu_worker, redis_url):
+def test_submissions_over_the_rate_answer_429_with_retry_after(
+    settings, cpu_worker, redis_url, rate_clock_stopped
+):
     settings.ADVISOR_SUBMIT_RATE = "2/h"
     for _ in range(2):
         assert api_post(Client(), {}).status_code == 201
@@ -74,6 +76,7 @@ def test_submissions_over_the_rate_answer_429_with_retry_after(settings, cpu_wor
     assert api_post(elsewhere, {}).status_code == 201
 
 
+@pytest.mark.postgres
 def test_the_job_list_does_not_load_stored_results():
     jobs = [Job.objects.create(model_name="demo", result={"big": "x" * 1000}) for _ in range(3)]
     client = Client()

@@ -49,6 +49,7 @@ def post(client: Client, body: Any, **headers: str):
 # Submit ------------------------------------------------------------------------------
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_valid_job_is_queued_and_published(client, cpu_worker, redis_url):
     before = queue_length(redis_url, "default")
@@ -73,6 +74,7 @@ def test_left_out_fields_take_the_forms_defaults(client, cpu_worker):
     assert (job.prompt_tokens, job.output_tokens, job.concurrency) == (512, 128, 8)
 
 
+@pytest.mark.postgres
 def test_experiments_and_lists_are_taken_as_json(client, cpu_worker):
     body = {
         "run_quantization": True, "precisions": ["int8", "fp32"], "quant_variants": ["lm_head"],
@@ -131,6 +133,7 @@ def test_an_unknown_field_is_named(client, cpu_worker):
     assert list(errors) == ["prompt_tokenz"] and "Unknown field" in errors["prompt_tokenz"][0]
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_a_dead_queue_is_503_and_leaves_no_row(client, cpu_worker, dead_broker):
     response = post(client, {"notes": "lost"})

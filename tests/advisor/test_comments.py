@@ -88,7 +88,7 @@ def test_posting_without_the_csrf_token_is_refused(browser, job):
     assert not Comment.objects.exists()
 
 
-def test_posts_over_the_rate_from_one_address_are_refused(job, settings):
+def test_posts_over_the_rate_from_one_address_are_refused(job, settings, rate_clock_stopped):
     settings.ADVISOR_COMMENT_RATE = "3/m"
     # Fresh clients without cookies each time: the limit is the address's, not a session's.
     for n in range(3):
@@ -102,7 +102,7 @@ def test_posts_over_the_rate_from_one_address_are_refused(job, settings):
     assert post(elsewhere, job, text="another address").status_code == 302
 
 
-def test_a_thread_has_a_limit_of_its_own(job, settings):
+def test_a_thread_has_a_limit_of_its_own(job, settings, rate_clock_stopped):
     settings.ADVISOR_COMMENT_RATE, settings.ADVISOR_THREAD_RATE = "", "2/h"
     for n in range(2):
         client = Client(enforce_csrf_checks=True, REMOTE_ADDR=f"10.0.0.{n}")
@@ -112,7 +112,9 @@ def test_a_thread_has_a_limit_of_its_own(job, settings):
     assert Comment.objects.count() == 2
 
 
-def test_the_address_comes_from_the_trusted_proxy_header_when_set(job, settings):
+def test_the_address_comes_from_the_trusted_proxy_header_when_set(
+    job, settings, rate_clock_stopped
+):
     settings.ADVISOR_COMMENT_RATE, settings.ADVISOR_CLIENT_IP_HEADER = "1/m", "X-Forwarded-For"
     first = Client(enforce_csrf_checks=True, headers={"X-Forwarded-For": "1.1.1.1, 10.0.0.1"})
     second = Client(enforce_csrf_checks=True, headers={"X-Forwarded-For": "1.1.1.1, 10.0.0.2"})
@@ -128,6 +130,7 @@ def test_with_no_rate_posts_are_not_limited(browser, job, settings):
     assert Comment.objects.count() == 3
 
 
+@pytest.mark.postgres
 def test_text_no_database_can_store_is_a_field_error(browser, job):
     response = post(browser, job, text="fine until \x00 here")
     assert response.status_code == 400

@@ -222,7 +222,7 @@ def cli_estimate(model: Path, tmp_path: Path) -> dict[str, Any]:
         [sys.executable, "-m", "profiling", "estimate", str(model), "--gpu", "L4",
          "--prompt-tokens", "64", "--output-tokens", "16", "--concurrency", "2",
          "--think-seconds", "5", "--conversations", str(path), "--json", str(out)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     return json.loads(out.read_text())["conversations"]

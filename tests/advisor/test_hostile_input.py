@@ -73,11 +73,13 @@ def test_json_types_are_json_types(field, value, words):
     assert not Job.objects.exists()
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize("value", [10**30, -5, 0, 2**63])
 def test_huge_and_negative_numbers_are_refused(value):
     assert "prompt_tokens" in api_errors({"prompt_tokens": value})
 
 
+@pytest.mark.postgres
 @pytest.mark.parametrize("text", ["\ud800", "a\udfffb", "nul\x00byte"])
 def test_text_no_database_can_store_is_refused(text):
     body = json.dumps({"notes": text, "model_name": "demo"})  # json escapes them: \\ud800
@@ -98,6 +100,7 @@ def test_an_oversized_body_is_a_json_413(settings):
     assert "is over 64.0 KiB" in response.json()["error"]
 
 
+@pytest.mark.postgres
 def test_oversized_fields_are_refused():
     assert "notes" in api_errors({"notes": "x" * 4001})
     assert "model_name" in api_errors({"model_name": "m" * 513})
@@ -160,6 +163,7 @@ def test_a_bad_prompt_file_is_a_field_error_naming_the_line(content, words, cpu_
 # Comments ---------------------------------------------------------------------------------
 
 
+@pytest.mark.postgres
 def test_a_comment_with_a_nul_is_refused_and_not_stored():
     job = make_job()
     client = Client(enforce_csrf_checks=True)
@@ -172,6 +176,7 @@ def test_a_comment_with_a_nul_is_refused_and_not_stored():
     assert not Comment.objects.exists()
 
 
+@pytest.mark.postgres
 def test_text_over_its_length_is_refused_though_trimming_would_bring_it_under():
     # The document's maxLength counts the text as sent; the form would trim it first.
     errors = api_errors({"notes": "\v" + "x" * 4000})

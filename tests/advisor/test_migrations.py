@@ -9,6 +9,8 @@ from django.db.migrations.executor import MigrationExecutor
 BEFORE = [("jobs", "0007_spec_ks_blank_is_the_plans")]
 AFTER = [("jobs", "0008_options_as_one_json_value")]
 
+pytestmark = pytest.mark.postgres  # data migrations: JSON columns differ by database
+
 
 def migrate_to(target):
     executor = MigrationExecutor(connection)

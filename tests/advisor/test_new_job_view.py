@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from django.urls import reverse
@@ -223,19 +222,20 @@ def test_a_good_file_beside_a_bad_field_says_to_choose_it_again(browser, cpu_wor
     assert not Job.objects.exists()
 
 
-def test_ten_thousand_prompts_are_accepted_within_the_request(browser, cpu_worker):
+def test_ten_thousand_prompts_are_accepted_within_the_request(browser, cpu_worker, monkeypatch):
+    def not_in_the_request(*args, **kwargs):
+        pytest.fail("the request tokenized or analysed the sample: that is the worker's work")
+
+    # Parsing only: tokenizing and the reuse analysis happen on the worker.
+    monkeypatch.setattr("profiling.caching.experiment.tokenize_sample", not_in_the_request)
+    monkeypatch.setattr("profiling.caching.reuse.analyse", not_in_the_request)
     system = "You are a support agent for ACME."
     lines = [f"{system} Ticket {i}: my order {i * 7} is late." for i in range(10_000)]
     content = ("\n".join(lines) + "\n").encode()
-    started = time.perf_counter()
     response = post_with_file(browser, content, "tickets.txt")
-    elapsed = time.perf_counter() - started
     assert response.status_code == 302
     sample = PromptSample.objects.get()
     assert sample.prompt_count == 10_000 and sample.prompts[9_999] == lines[9_999]
-    # Parsing only (analysis is the worker's): far under a second on an idle machine;
-    # the bound leaves room for two busy shared cores.
-    assert elapsed < 5.0, f"{elapsed:.2f} s"
 
 
 @pytest.mark.django_db(transaction=True)  # real commits, as in production

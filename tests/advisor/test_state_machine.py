@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import io
+import subprocess
+import sys
+import time
 from datetime import timedelta
 
 import pytest
@@ -15,7 +19,7 @@ from advisor.jobs.models import Job
 from advisor.jobs.reaper import REAP_THROTTLE_KEY, reap, reap_if_due
 from advisor.jobs.tasks import run_job
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.postgres]
 State = Job.State
 
 
@@ -54,6 +58,54 @@ def test_only_one_claim_wins():
     job.refresh_from_db()
     assert (job.state, job.attempts, job.worker_host) == (State.RUNNING, 1, "w1@host")
     assert job.heartbeat_at is not None and job.lease == lease
+
+
+# Two processes, each with its own connection, claim one job at the same moment.
+CLAIM_AT_ONCE = """
+import os, sys, time
+from pathlib import Path
+import django
+django.setup()
+from advisor.jobs.models import Job
+folder, pk, name = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+Job.objects.filter(pk=pk).exists()  # connected before the barrier
+(folder / f"ready-{name}").touch()
+while not (folder / "go").exists():
+    time.sleep(0.001)
+print(repr(Job.objects.claim(pk, name)))
+"""
+
+
+def test_of_two_processes_claiming_one_job_at_once_exactly_one_wins(redis_url, tmp_path):
+    from tests.conftest import worker_env
+
+    job = make_job()
+    env = {**worker_env(redis_url), "DJANGO_SETTINGS_MODULE": "advisor.settings"}
+    names = ("w1@host", "w2@host")
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CLAIM_AT_ONCE, str(tmp_path), str(job.pk), name],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+        for name in names
+    ]
+    deadline = time.monotonic() + 600  # a backstop: two Django start-ups on a busy machine
+    while not all((tmp_path / f"ready-{n}").exists() for n in names):
+        assert all(c.poll() is None for c in children), [c.communicate() for c in children]
+        assert time.monotonic() < deadline, "the claimants never reached the barrier"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    outputs = [c.communicate(timeout=600) for c in children]
+    assert all(c.returncode == 0 for c in children), outputs
+    leases = [ast.literal_eval(out.strip().splitlines()[-1]) for out, _ in outputs]
+    winners = [name for name, lease in zip(names, leases, strict=True) if lease]
+    assert len(winners) == 1, leases
+    job.refresh_from_db()
+    assert (job.state, job.attempts, job.worker_host) == (State.RUNNING, 1, winners[0])
+    assert job.lease == next(lease for lease in leases if lease)
 
 
 def test_an_attempt_that_lost_its_lease_writes_nothing(redis_url, settings):

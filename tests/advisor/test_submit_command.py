@@ -71,7 +71,7 @@ def test_bad_input_exits_2_from_the_shell():
     env = {**os.environ, "ADVISOR_DB_NAME": str(connection.settings_dict["NAME"])}
     done = subprocess.run(
         [sys.executable, "manage.py", "submit_job", "--prompt-tokens", "0"],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
     assert "--prompt-tokens: Ensure this value is greater than or equal to 1." in done.stderr

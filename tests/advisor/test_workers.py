@@ -77,11 +77,12 @@ def _runlocal_worker_name() -> str:
         "argv = worker_argv(); print(argv[argv.index('-n') + 1])"
     )
     done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=600, check=True
     )
     return done.stdout.strip().splitlines()[-1].replace("%h", "host")
 
 
+@pytest.mark.postgres
 @pytest.mark.django_db(transaction=True)
 def test_two_runlocal_workers_on_one_machine_keep_their_own_rows():
     from advisor.jobs.models import Worker

@@ -3,21 +3,27 @@ command, share it.
 
 Uses Debian's chromium (never a downloaded browser). Skipped when it is
 missing, unless ADVISOR_REQUIRE_BROWSER=1 (CI), where that is a failure.
-Saves docs/screenshot.png of the finished report for the README.
+Screenshots the finished report into the test's own folder; with
+ADVISOR_SCREENSHOT=docs/screenshot.png it refreshes the README's picture instead
+(nothing tracked is written otherwise).
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from playwright.sync_api import Error as PlaywrightError
 
-from tests.e2e.test_submit_to_report import wait_for_live_worker
+from advisor.jobs.models import Job
+from tests.conftest import JOB_TIMEOUT_S, wait_for_job
+from tests.e2e.test_submit_to_report import TOKEN_URL, wait_for_live_worker
+from tests.gate import Gate
 
 pytestmark = pytest.mark.slow
 
@@ -26,8 +32,10 @@ CHROMIUM_ARGS = [
     "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
     "--disable-component-update", "--disable-sync", "--no-first-run",
 ]  # fmt: skip
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshot.png"
-JOB_TIMEOUT_MS = 120_000
+SCREENSHOT_ENV = "ADVISOR_SCREENSHOT"
+JOB_TIMEOUT_MS = JOB_TIMEOUT_S * 1000
+# The queue of this module's gated worker; the form's "run on" offers every live one.
+GATED_QUEUE = "test-browser"
 # What the page has fetched so far: its URLs and the bytes that crossed the wire.
 FIRST_VIEW = """() => {
   const entries = [performance.getEntriesByType('navigation')[0],
@@ -58,13 +66,34 @@ def chromium() -> Iterator[object]:
         browser.close()
 
 
-def progress_values(page, until_selector: str, timeout_ms: int) -> list[int]:
-    """aria-valuenow of the bar, sampled until `until_selector` appears (the report)."""
+@pytest.fixture
+def gate(worker_factory, transactional_db, tmp_path) -> Iterator[Gate]:
+    """A worker on GATED_QUEUE whose jobs stop mid-run at this gate until the test opens it."""
+    gate = Gate(tmp_path / "gate")
+    gated = worker_factory([GATED_QUEUE], gate.env())
+    yield gate
+    gate.open()
+    gated.stop()
+
+
+def job_at(url: str) -> Job:
+    token = TOKEN_URL.search(url)
+    assert token, url
+    return Job.objects.get(share_token=token.group(1))
+
+
+def percent(progress: float) -> int:
+    """The bar's value for `progress`, rounded as the page's script rounds it."""
+    return math.floor(progress * 100 + 0.5)
+
+
+def bar_values(page, done: Callable[[list[int]], bool], what: str) -> list[int]:
+    """aria-valuenow of the bar, each change once, sampled until `done(values)`."""
     values: list[int] = []
-    deadline = time.monotonic() + timeout_ms / 1000
+    deadline = time.monotonic() + JOB_TIMEOUT_S
     while time.monotonic() < deadline:
         try:
-            if page.locator(until_selector).count():
+            if done(values):
                 return values
             # One read of the bar: the page reloads itself when the job ends, so a
             # locator found a moment ago may be gone before its attribute is read.
@@ -74,7 +103,16 @@ def progress_values(page, until_selector: str, timeout_ms: int) -> list[int]:
         if value is not None and (not values or values[-1] != int(value)):
             values.append(int(value))
         page.wait_for_timeout(100)
-    pytest.fail(f"no report after {timeout_ms} ms; progress seen: {values}")
+    pytest.fail(f"no {what} after {JOB_TIMEOUT_S} s; progress seen: {values}")
+
+
+def bar_shows(page, progress: float) -> list[int]:
+    target = percent(progress)
+    return bar_values(page, lambda values: values[-1:] == [target], f"bar at {target} %")
+
+
+def bar_until_report(page) -> list[int]:
+    return bar_values(page, lambda _: page.locator("#report").count() > 0, "report")
 
 
 def drawn(page, chart: str) -> None:
@@ -95,8 +133,7 @@ def copied(page, command: str) -> str:
     return page.evaluate("navigator.clipboard.readText()")
 
 
-def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir, chromium):
-    wait_for_live_worker()
+def test_fill_submit_watch_report_and_share(live_server, gate, demo_model_dir, chromium, tmp_path):
     context = chromium.new_context(viewport={"width": 1200, "height": 900})
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_server.url)
     page = context.new_page()
@@ -108,7 +145,7 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
     page.fill("input[name=model_name]", "demo")
     page.select_option("select[name=gpu_kind]", "H100-SXM")
     assert page.locator("#unserved-note").is_visible()  # no worker for H100 here
-    page.select_option("select[name=run_on]", "cpu")
+    page.select_option("select[name=run_on]", GATED_QUEUE)
     page.fill("input[name=prompt_tokens]", "512")
     page.fill("input[name=ttft_ms]", "800")
     page.check("input[name=stated_bottleneck][value=generation]")
@@ -117,8 +154,17 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
 
     page.wait_for_url(re.compile(r"/jobs/[A-Za-z0-9_-]{16,}/$"))
     share_url = page.url
-    values = progress_values(page, "#report", JOB_TIMEOUT_MS)
-    assert len(values) >= 2 and values == sorted(values), f"the bar did not move: {values}"
+    # The job stops mid-run at the gate and the bar shows where; the row then moves on
+    # (written here as the worker writes it) and the bar follows, before any report.
+    held = wait_for_job(job_at(share_url).pk, until=gate.holds)
+    values = bar_shows(page, held.progress)
+    moved = held.progress + 0.01  # within the child's phase: its next report is further on
+    assert Job.objects.beat(held.pk, held.lease, progress=moved, message="a step further")
+    values += bar_shows(page, moved)
+    gate.open()
+    values += bar_until_report(page)
+    assert values == sorted(values), f"the bar went back: {values}"
+    assert {percent(held.progress), percent(moved)} <= set(values), values
 
     # The first view: the answer, without the charts' library; the summary says what
     # the stored JSON says.
@@ -134,9 +180,10 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
     for i, rec in enumerate(advice["recommendations"][:3]):
         assert rec["setting"] in page.locator("#summary-actions > li").nth(i).inner_text()
 
-    SCREENSHOT.parent.mkdir(exist_ok=True)  # the report as a reader first sees it
+    # the report as a reader first sees it
+    screenshot = Path(os.environ.get(SCREENSHOT_ENV) or tmp_path / "screenshot.png")
     page.screenshot(
-        path=str(SCREENSHOT), full_page=True, clip={"x": 0, "y": 0, "width": 1200, "height": 2000}
+        path=str(screenshot), full_page=True, clip={"x": 0, "y": 0, "width": 1200, "height": 2000}
     )
 
     # Below it, every section folded under its one-line finding; opened, plotly's SVG is
@@ -187,19 +234,18 @@ def test_fill_submit_watch_report_and_share(live_server, worker, demo_model_dir,
 
 
 def test_the_submitter_sees_a_cancel_button_and_can_cancel(
-    live_server, worker, demo_model_dir, chromium
+    live_server, gate, demo_model_dir, chromium
 ):
-    wait_for_live_worker()
     context = chromium.new_context()
     try:
         page = context.new_page()
         page.goto(live_server.url + "/")
-        # Far more output than quick mode finishes in a moment; we cancel it anyway.
-        page.fill("input[name=output_tokens]", "4096")
+        page.select_option("select[name=run_on]", GATED_QUEUE)
         page.click("button[type=submit]")
         page.wait_for_url(re.compile(r"/jobs/[A-Za-z0-9_-]{16,}/$"))
+        wait_for_job(job_at(page.url).pk, until=gate.holds)  # running until cancelled
         page.click("#cancel-job")
-        page.wait_for_selector(".ended", timeout=30_000)
+        page.wait_for_selector(".ended", timeout=JOB_TIMEOUT_MS)
         assert "Cancel" in page.inner_text(".ended")
     finally:
         context.close()

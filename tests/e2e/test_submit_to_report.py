@@ -19,14 +19,14 @@ import pytest
 from advisor.jobs.models import Job, Worker
 from profiling.units import ms, tok_s
 from tests.advisor.formdata import CSRF_INPUT, demo_form
+from tests.conftest import JOB_TIMEOUT_S, WORKER_START_TIMEOUT_S
 
 pytestmark = pytest.mark.slow
 
 TOKEN_URL = re.compile(r"/jobs/([A-Za-z0-9_-]{16,})/$")
-JOB_TIMEOUT_S = 120
 
 
-def wait_for_live_worker(timeout_s: float = 15) -> None:
+def wait_for_live_worker(timeout_s: float = WORKER_START_TIMEOUT_S) -> None:
     """The test DB is flushed between tests; the worker's next beat brings its row back."""
     deadline = time.monotonic() + timeout_s
     while not Worker.objects.live().exists():
