@@ -101,6 +101,8 @@ class PrefixCachingResult:
     speedup: float  # TTFT p50 off / on
     interval: tuple[float, float] | None  # 95 % interval of that ratio, over requests
     flags: list[str] = field(default_factory=list)  # what turns it on
+    # The same share on the server with caching off (its counters; None: not read there).
+    off_hit_rate: float | None = None
 
 
 @dataclass

@@ -43,7 +43,7 @@ def prefix_result(
     off: ServingPoint, on: ServingPoint, target: Any, flags: list[str]
 ) -> PrefixCachingResult:
     speedup, interval = _ratio(off, on, "ttft_s")
-    queries = on.server.prefix_cache_queries
+    queries, off_queries = on.server.prefix_cache_queries, off.server.prefix_cache_queries
     return PrefixCachingResult(
         prompt_tokens=target.prompt_tokens,
         shared_prefix_tokens=target.shared_prefix_tokens,
@@ -54,6 +54,7 @@ def prefix_result(
         speedup=speedup or 0.0,
         interval=interval,
         flags=flags,
+        off_hit_rate=off.server.prefix_cache_hits / off_queries if off_queries else None,
     )
 
 

@@ -241,6 +241,7 @@ def parsed() -> list[dict]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.engine
 def test_the_flags_are_those_of_the_engine_version_here():
     found = vllm.version()
     if found is None:
@@ -248,11 +249,13 @@ def test_the_flags_are_those_of_the_engine_version_here():
     assert commands._minor(found) == commands._minor(commands.CHECKED_VERSION)
 
 
+@pytest.mark.engine
 def test_every_command_parses_with_the_engines_own_parser(parsed):
     for c, result in zip(CONFIGURATIONS, parsed, strict=False):
         agrees(c, result)
 
 
+@pytest.mark.engine
 def test_every_command_the_search_prints_parses_with_the_engines_own_parser(parsed):
     head, *found = parsed[len(CONFIGURATIONS) + 3 :]
     assert head["error"] == "" and head["args"]["speculative_config"]["method"] == "eagle"
@@ -278,6 +281,7 @@ def agrees(c: Configuration, result: dict) -> None:
     assert spec.get("model", spec.get("method", "")) == c.draft
 
 
+@pytest.mark.engine
 def test_the_measured_runs_command_parses_and_an_unknown_or_partial_flag_does_not(parsed):
     measured, refused, partial = parsed[len(CONFIGURATIONS) : len(CONFIGURATIONS) + 3]
     assert measured["error"] == ""

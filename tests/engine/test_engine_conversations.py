@@ -27,6 +27,8 @@ from profiling.projection.conversations import parse_conversations
 from profiling.projection.host_tier import OFFLOAD_CPU_REASON
 from tests.engine.engine_env import require_engine
 
+pytestmark = pytest.mark.engine  # the real engine, from its own environment
+
 CONCURRENCY = 2
 # Hit-rate points (of prompt tokens) the engine may differ from the projection by: the
 # projection caches a reply's last full block, which the engine has not computed when

@@ -164,6 +164,7 @@ def test_a_signal_keeps_the_reason_the_log_gave():
     )
 
 
+@pytest.mark.engine
 def test_the_engines_own_platform_check_finds_the_cpu_in_that_environment():
     python = require_engine()
     # The driver's version mapping, then vLLM's platform check: what the client does.

@@ -19,6 +19,7 @@ import pytest
 
 from profiling.engine import vllm
 from profiling.engine.server import EngineFailed, Server, port_listening
+from tests.processes import alive_with_tag, tagged_environment
 
 
 def http_server(folder: Path):
@@ -69,13 +70,14 @@ def test_a_server_that_exits_fails_with_the_reason_from_its_log(tmp_path):
 
 
 def test_a_server_that_never_becomes_healthy_is_stopped_at_its_timeout(tmp_path):
-    server = make(tmp_path, lambda port: [sys.executable, "-c", "import time; time.sleep(600)"], 3)
-    started = time.monotonic()
+    tag, env = tagged_environment()
+    server = Server(
+        lambda port: [sys.executable, "-c", "import time; time.sleep(600)"],
+        tmp_path / "server.log", env, 3, vllm.failure_reason,
+    )  # fmt: skip
     with pytest.raises(EngineFailed, match="did not become healthy within 3 s"):
         server.start()
-    assert time.monotonic() - started < 30
-    out = subprocess.run(["pgrep", "-f", "time.sleep\\(600\\)"], capture_output=True, text=True)
-    assert out.stdout.strip() == ""
+    assert alive_with_tag(tag) == []  # stopped, not left sleeping
 
 
 def test_killing_the_job_that_started_it_ends_the_server(tmp_path):

@@ -24,6 +24,8 @@ from profiling.units import GIB
 from tests.engine.engine_env import require_engine
 from tests.engine.test_engine_environment import ended
 
+pytestmark = pytest.mark.engine  # vLLM's own code, from its environment
+
 PROBE = Path(__file__).with_name("vllm_offload_probe.py")
 SIZE_BYTES = int(9.2 * GIB)  # not a whole GiB: the flags round it up
 

@@ -18,10 +18,14 @@ import torch
 
 from profiling.engine import vllm
 from tests.engine.engine_env import require_engine
+from tests.processes import alive_with_tag, tagged_environment
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED, PROMPT = 384, 512  # a 75 % shared prefix
-TIMEOUT_S = 1500
+# A backstop against a hang, not a speed check: the profile takes about 6 minutes on a
+# 2-core CPU with AVX-512 and over 10 on one with AVX2 alone (the first test's set-up).
+TIMEOUT_S = 2700
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(TIMEOUT_S + 300)]
 # Which kernels vLLM's CPU build loads here (its own test, asked of torch, not of our probe).
 WITH_AVX512 = torch.cpu._is_avx512_supported()
 
@@ -39,9 +43,12 @@ def engine_profile(tmp_path_factory) -> dict:
         # Two CPU ranks: the engine's tensor-parallel path, as on two GPUs.
         "--tp-measure", "2", "--json", str(out),
     ]  # fmt: skip
-    done = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    tag, env = tagged_environment()
+    done = subprocess.run(
+        argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(out.read_text())
+    return {**json.loads(out.read_text()), "_tag": tag}
 
 
 def test_the_engine_section_names_the_engine_and_its_launch(engine_profile):
@@ -64,12 +71,15 @@ def test_the_sweep_has_a_point_per_concurrency_with_percentiles(engine_profile):
         assert len(p["ttft_s"]) == p["requests"]
 
 
-def test_prefix_caching_shortens_ttft_and_hits_about_the_shared_share(engine_profile):
+def test_prefix_caching_hits_about_the_shared_share_and_nothing_when_off(engine_profile):
+    # The engine's own counters, not which TTFT came out smaller (bench/engine.py times it).
     caching = engine_profile["engine"]["prefix_caching"]
     assert caching["shared_prefix_tokens"] == SHARED
-    assert caching["ttft_ms"]["on"]["p50"] < caching["ttft_ms"]["off"]["p50"]
-    assert caching["server_ttft_ms"]["on"] < caching["server_ttft_ms"]["off"]
     assert abs(caching["hit_rate"] - SHARED / PROMPT) < 0.15, caching["hit_rate"]
+    assert caching["off_hit_rate"] in (None, 0.0), caching
+    launches = engine_profile["engine"]["launches"]
+    (off,) = [x for x in launches if x["purpose"] == "prefix caching off"]
+    assert "--no-enable-prefix-caching" in off["command"] and off["status"] == "ran"
 
 
 def test_speculation_is_accepted_and_changes_no_greedy_token(engine_profile):
@@ -155,8 +165,5 @@ def test_the_model_split_over_two_ranks_serves_the_same_text(engine_profile):
 
 
 def test_no_engine_process_is_left_afterwards(engine_profile):
-    left = subprocess.run(
-        ["pgrep", "-f", "vllm.entrypoints.openai.api_server|_bench_driver.py"],
-        capture_output=True, text=True,
-    )  # fmt: skip
-    assert left.stdout.strip() == ""
+    # Every process the profile started (servers, ranks, clients) carries its tag.
+    assert alive_with_tag(engine_profile["_tag"]) == []
