@@ -29,6 +29,18 @@ from advisor import embedded_redis
 from advisor.jobs.models import Job, Worker
 
 ROOT = Path(__file__).resolve().parent.parent
+# The tiers (pyproject's markers), each run by scripts/test as a pytest process of its own.
+# A test is in every tier one of its fixtures needs; a module marks what no fixture shows.
+TIER_OF_FIXTURE = {
+    "demo_model_dir": "model",
+    "celery_worker_proc": "worker",
+    "worker_factory": "worker",
+    "chromium": "browser",
+}
+HEAVY_TIERS = ("model", "worker", "browser", "engine")
+# Set by scripts/test for the tier that needs nothing heavy: a test there that reaches for
+# the demo model fails, naming the marker it lacks, instead of quietly building one.
+FAST_TIER_ENV = "ADVISOR_TEST_FAST_TIER"
 WORKER_START_TIMEOUT_S = 90
 # Generous: two busy cores can make a quick profile take several times its usual time.
 JOB_TIMEOUT_S = 240
@@ -38,6 +50,38 @@ TEST_WORKER_ENV = {
     "ADVISOR_WORKER_HEARTBEAT_S": "1",
     "CELERY_SKIP_CHECKS": "1",
 }
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        for tier in sorted({TIER_OF_FIXTURE[f] for f in fixtures if f in TIER_OF_FIXTURE}):
+            item.add_marker(tier)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_demo_cache() -> Iterator[None]:
+    """One demo build per run: this process, its workers and its CLI children all read the
+    demo from the site's ADVISOR_DEMO_DIR (scripts/test sets it under var/test).
+
+    In the fast tier there is no demo at all: a look-up in this process fails naming the
+    marker its test lacks, and one in a child process fails on a folder that cannot be made.
+    """
+    if not os.environ.get(FAST_TIER_ENV):
+        os.environ["ADVISOR_DEMO_DIR"] = str(settings.ADVISOR_DEMO_DIR)
+        yield
+        return
+    from profiling.model import demo
+
+    def refuse(*_: object, **__: object) -> None:
+        pytest.fail("the fast tier builds no demo model: mark this test (or its module) `model`")
+
+    nowhere = "/dev/null/no-demo-in-the-fast-tier"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(demo, "demo_root", refuse)
+        patch.setenv("ADVISOR_DEMO_DIR", nowhere)
+        patch.setattr(settings, "ADVISOR_DEMO_DIR", nowhere)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -244,12 +288,22 @@ def celery_worker_proc(worker_factory: Callable[..., WorkerProcess]) -> WorkerPr
 def worker(celery_worker_proc: WorkerProcess, transactional_db: None) -> Iterator[WorkerProcess]:
     """The session worker, left idle after the test: active jobs are cancelled."""
     assert celery_worker_proc.alive(), celery_worker_proc.log_tail()
+    purge_queues(celery_worker_proc.queues)  # from empty queues: no message of another test
     # The last test's flush removed the worker's row; a test that picks a live worker
     # (the form's "run on") starts once the worker's next beat has put it back.
     _wait_announced(celery_worker_proc)
     yield celery_worker_proc
     settle_jobs()
     print(f"--- log of worker {celery_worker_proc.name} ---\n{celery_worker_proc.log_tail()}")
+
+
+def purge_queues(names: list[str]) -> None:
+    """Drop every message waiting on the broker queues `names`."""
+    from advisor.celery import app
+
+    with app.connection_for_write() as connection:
+        for name in names:
+            connection.default_channel.queue_purge(name)
 
 
 def settle_jobs(timeout_s: float = 30) -> None:
