@@ -15,7 +15,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from advisor.jobs import spec
+from advisor.jobs import spec, submission
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import ConversationFile, Job
 from advisor.jobs.request import JobRequest
@@ -237,7 +237,7 @@ def test_a_job_with_a_conversation_file_reaches_the_projection_with_those_chats(
                        concurrency="2", conversation_think_s="5")  # fmt: skip
     form = JobForm(values, upload(CHATS))
     assert form.is_valid(), form.errors
-    job = wait_for_job(form.save().pk)
+    job = wait_for_job(submission.submit(form).pk)  # saved and published, as the view does
     assert job.state == Job.State.SUCCEEDED, job.error
     section = job.result["conversations"]
     assert section is not None, job.result["warnings"]
