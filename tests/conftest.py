@@ -37,7 +37,6 @@ TIER_OF_FIXTURE = {
     "worker_factory": "worker",
     "chromium": "browser",
 }
-HEAVY_TIERS = ("model", "worker", "browser", "engine")
 # Set by scripts/test for the tier that needs nothing heavy: a test there that reaches for
 # the demo model fails, naming the marker it lacks, instead of quietly building one.
 FAST_TIER_ENV = "ADVISOR_TEST_FAST_TIER"

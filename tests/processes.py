@@ -17,10 +17,10 @@ import psutil
 TAG_ENV = "ADVISOR_TEST_PROCESS_TAG"
 
 
-def tagged_environment(base: dict[str, str] | None = None) -> tuple[str, dict[str, str]]:
-    """A new tag and `base` (default: ours) with it set."""
+def tagged_environment() -> tuple[str, dict[str, str]]:
+    """A new tag, and our environment with it set."""
     tag = uuid.uuid4().hex
-    return tag, {**(os.environ if base is None else base), TAG_ENV: tag}
+    return tag, {**os.environ, TAG_ENV: tag}
 
 
 def alive_with_tag(tag: str) -> list[str]:

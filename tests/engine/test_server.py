@@ -41,8 +41,9 @@ def wait_until(check, timeout_s: float = 20.0) -> bool:
     return False
 
 
-def make(folder: Path, command, timeout_s: float = 30.0) -> Server:
-    return Server(command, folder / "server.log", dict(os.environ), timeout_s, vllm.failure_reason)
+def make(folder: Path, command, timeout_s: float = 30.0, env: dict | None = None) -> Server:
+    env = dict(os.environ) if env is None else env
+    return Server(command, folder / "server.log", env, timeout_s, vllm.failure_reason)
 
 
 def test_a_server_starts_healthy_and_stopping_it_leaves_nothing_listening(tmp_path):
@@ -71,10 +72,8 @@ def test_a_server_that_exits_fails_with_the_reason_from_its_log(tmp_path):
 
 def test_a_server_that_never_becomes_healthy_is_stopped_at_its_timeout(tmp_path):
     tag, env = tagged_environment()
-    server = Server(
-        lambda port: [sys.executable, "-c", "import time; time.sleep(600)"],
-        tmp_path / "server.log", env, 3, vllm.failure_reason,
-    )  # fmt: skip
+    sleeper = [sys.executable, "-c", "import time; time.sleep(600)"]
+    server = make(tmp_path, lambda port: sleeper, 3, env)
     with pytest.raises(EngineFailed, match="did not become healthy within 3 s"):
         server.start()
     assert alive_with_tag(tag) == []  # stopped, not left sleeping
