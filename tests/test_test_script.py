@@ -29,6 +29,6 @@ def test_a_run_whose_tiers_all_passed_exits_zero(tmp_path):
 
 
 def test_a_failed_tier_is_named_and_the_run_exits_one(tmp_path):
-    done = run_script(tmp_path, "--tier", "fast", "--no-such-pytest-flag")
+    done = run_script(tmp_path, "--tier", "model", "--no-such-pytest-flag")
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
-    assert done.stdout.strip().splitlines()[-1] == "failed tiers: fast"
+    assert done.stdout.strip().splitlines()[-1] == "failed tiers: model"
