@@ -28,6 +28,7 @@ class GPU:
     int8_ops_per_second: float | None
     interconnect: str
     interconnect_bytes_per_second: float
+    fp4_flops_per_second: float | None = None  # dense FP4 tensor peak (NVFP4; MXFP4 on AMD)
     source: str = ""  # the vendor datasheet or product page the figures come from
     memory_source: str = "driver"  # "driver": a reported total; "datasheet": its GB as GiB
 
@@ -72,6 +73,7 @@ def catalog() -> dict[str, GPU]:
             int8_ops_per_second=spec.get("int8_ops_per_second"),
             interconnect=spec["interconnect"],
             interconnect_bytes_per_second=spec["interconnect_bytes_per_second"],
+            fp4_flops_per_second=spec.get("fp4_flops_per_second"),
             source=spec["source"],
             memory_source=spec["memory_source"],
         )

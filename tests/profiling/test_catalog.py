@@ -18,7 +18,7 @@ from profiling.measure import hardware
         ("NVIDIA GH200 480GB", "GH200"),  # a Grace Hopper superchip is not an H200 card
         ("NVIDIA GH200 144G HBM3e", "GH200-144GB"),
         ("NVIDIA B200", "B200"),
-        ("NVIDIA GB200", None),  # nor is a Grace Blackwell one a B200
+        ("NVIDIA GB200", "GB200"),  # nor is a Grace Blackwell one a B200
         ("NVIDIA A100-SXM4-80GB", "A100-80GB"),
         ("NVIDIA A100 80GB PCIe", "A100-80GB-PCIE"),
         ("NVIDIA A100-SXM4-40GB", "A100-40GB"),
@@ -27,7 +27,7 @@ from profiling.measure import hardware
         ("AMD Instinct MI325X", "MI325X"),
         ("NVIDIA A10", "A10"),
         ("NVIDIA L4", "L4"),
-        ("NVIDIA L40", None),  # not in the catalog: neither an L4 nor an L40S
+        ("NVIDIA L40", "L40"),  # neither an L4 nor an L40S
         ("NVIDIA A100 (a name no driver prints)", None),  # not an A10
     ],
 )
