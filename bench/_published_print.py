@@ -38,6 +38,7 @@ def _print_rows(results: list[dict[str, Any]], title: str) -> None:
         ]
         setup = (
             f"{s['gpu']}×{s['tp']}"
+            + (f" DP/EP{s['ep']}" if s.get("ep", 1) > 1 else "")
             + (f" ×{s['replicas']}rep" if s["replicas"] > 1 else "")
             + f" {s['dtype']}/kv {s['kv_dtype']}, {s['input_tokens']}/{s['output_tokens']}"
             + f", run≤{s.get('max_running', '-')} (max_seqs {s['max_seqs']})"

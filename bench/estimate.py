@@ -3,6 +3,9 @@
     python bench/estimate.py                 # every shipped config on H100, then demo on CPU
     python bench/estimate.py --gpu A100-80GB --threads 1
 
+0. For each shipped config, its first sizing (transformers' class built on the meta
+   device and counted by role: `profiling.model.sizing`; torch's import the first time)
+   and a second one (read back from the sizing cache), in a fresh cache folder.
 1. For each shipped config (profiling/data/configs), on 1 and on 8 GPUs: the
    wall time of an estimate with advice (`profiling.advice.build.estimate_report`:
    shapes → the simulated engine's projection → bottleneck → ranked
@@ -35,9 +38,30 @@ from profiling.measure import hardware  # noqa: E402
 from profiling.model.shapes import Shapes  # noqa: E402
 from profiling.projection.calibration import leave_one_out, median_abs_error  # noqa: E402
 from profiling.projection.estimate import shipped_configs  # noqa: E402
+from profiling.projection.precision import serving_precision  # noqa: E402
 
 GOAL_MS, GOAL_ERROR = 200.0, 0.10
 SEARCH_GOALS_MS = {8: 200.0, 64: 1000.0}
+
+
+def time_sizings() -> None:
+    import os
+    import tempfile
+
+    from profiling.model import sizing
+
+    print("Sizing each shipped config: first (built on the meta device), then from the cache")
+    with tempfile.TemporaryDirectory() as folder:
+        os.environ[sizing.ENV_VAR] = folder
+        for name, config in shipped_configs().items():
+            times = []
+            for _ in range(2):
+                sizing._cached.cache_clear()  # the second one reads the file, as a new process
+                start = time.perf_counter()
+                sized = sizing.size_config(config)
+                times.append(time.perf_counter() - start)
+            print(f"  {name:20s} first {times[0] * 1e3:8.1f} ms, cached {times[1] * 1e3:6.2f} ms  "
+                  f"{sized.total_params / 1e9:9.2f} B parameters ({sized.architecture})")
 
 
 def time_estimates(gpu_kind: str, repeats: int) -> None:
@@ -48,10 +72,11 @@ def time_estimates(gpu_kind: str, repeats: int) -> None:
         print(f"Analytic estimate + advice on {where} (goal ≤ {GOAL_MS:.0f} ms)")
         for name, config in shipped_configs().items():
             shapes = Shapes.from_config(config)
+            dtype = serving_precision(shapes, "")  # as the checkpoint ships
             times, cpu = [], []
             for _ in range(repeats):
                 start, start_cpu = time.perf_counter(), time.process_time()
-                advice, _ = estimate_report(shapes, gpu, count, "bfloat16", workload)
+                advice, _ = estimate_report(shapes, gpu, count, dtype, workload)
                 times.append(time.perf_counter() - start)
                 cpu.append(time.process_time() - start_cpu)
             ms = statistics.median(times) * 1e3
@@ -75,7 +100,7 @@ def time_searches(gpu_kind: str, repeats: int) -> None:
               f"(goal ≤ {goal:.0f} ms)")  # fmt: skip
         for name, config in shipped_configs().items():
             shapes = Shapes.from_config(config)
-            sc = Scenario(shapes, gpu, count, "bfloat16", workload,
+            sc = Scenario(shapes, gpu, count, serving_precision(shapes, ""), workload,
                           Configuration(gpu.key, tp=min(count, 8), replicas=max(1, count // 8)),
                           acceptance=0.7, acceptance_basis="given")  # fmt: skip
             line = []
@@ -132,6 +157,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, help="torch threads for the demo profile")
     parser.add_argument("--skip-demo", action="store_true", help="only time the estimates")
     args = parser.parse_args()
+    time_sizings()
     time_estimates(args.gpu, args.repeats)
     time_searches(args.gpu, max(1, args.repeats // 4))
     if not args.skip_demo:

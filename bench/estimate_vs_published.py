@@ -17,14 +17,24 @@ logs, else the engine of an engine post, issue or recipe: "vllm", "sglang" or
 "online-concurrency"). `bench/data/README.md` says how they were chosen.
 
 Every row is either projected or said, in one line, to be beyond what the estimate
-can express (a GPU the catalog lacks, a model without a config, an expert-parallel
-or disaggregated layout, no published length, ...). A projected row is the
-estimate of today, untouched: the datasheet calibration (`assumed`: catalog peaks
+can express (a GPU the catalog lacks, a model without a config, expert parallelism over
+several nodes or a disaggregated layout, no published length, ...). A projected row is
+the estimate of today, untouched: the datasheet calibration (`assumed`: catalog peaks
 × the assumed efficiencies and per-pass cost) and the simulated engine of
 `profiling.serving` over `profiling.step_time`'s step model, set up exactly as
 `project()` sets it up (the same step model, KV capacity and memory reserve), on
 one tensor-parallel group of `tp` GPUs; `replicas` groups serve in data parallel
 (the group's figures, its throughput × replicas, an open-loop rate split evenly).
+A mixture of experts run with attention in data parallel over its group (SGLang's
+--enable-dp-attention, TensorRT-LLM's enable_attention_dp with --ep) is served as the
+advisor's expert-parallel layout (`profiling.projection.expert_parallel`, as the layout
+search sets it up): `tp` ranks, each an engine of its own holding the shared weights and
+1/tp of the experts, the load split evenly over them.
+
+Weights: the row's precision as `--weights` names it (fp8, bf16, fp16, fp4), except
+where the row serves a quantized checkpoint as it ships (DeepSeek-V3/R1's block fp8,
+gpt-oss's MXFP4): then the checkpoint's own ("checkpoint-fp8", "checkpoint-fp4"), also
+for a row that states no precision for a checkpoint that ships only quantized.
 
 How each mode is served:
 - online-concurrency: `project()` itself, at the row's concurrency per replica.

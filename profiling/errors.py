@@ -54,6 +54,12 @@ class OutOfMemory(ProfilingError):
     kind = "out_of_memory"
 
 
+class TooLarge(ProfilingError):
+    """The model cannot fit the device: refused before anything is allocated."""
+
+    kind = "too_large"
+
+
 class DeviceUnavailable(ProfilingError):
     """The requested device (e.g. CUDA) is not present on this machine."""
 

@@ -11,6 +11,7 @@ a profiled job. Exit 2 for an unknown model or GPU.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -52,8 +53,14 @@ def read_model_config(model: str) -> tuple[dict[str, Any], str]:
         path = path / "config.json"
     if path.is_file():
         try:
-            return json.loads(path.read_text()), str(path)
-        except (OSError, ValueError) as exc:
+            config = json.loads(path.read_text())
+            # A ModelOpt checkpoint states its format beside config.json, as vLLM reads it.
+            modelopt = path.with_name("hf_quant_config.json")
+            if "quantization_config" not in config and modelopt.is_file():
+                quant = json.loads(modelopt.read_text()).get("quantization") or {}
+                config["quantization_config"] = {"quant_method": "modelopt", **quant}
+            return config, str(path)
+        except (OSError, ValueError, AttributeError) as exc:
             raise ConfigError(f"cannot read {path}: {exc}") from None
     raise ConfigError(
         f"unknown model {model!r}: give a shipped config ({', '.join(shipped)}), a directory "
@@ -65,7 +72,8 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     """The estimate JSON for parsed flags; raises ConfigError on bad input."""
     from profiling.advice.build import estimate_report
     from profiling.cli_common import hardware_from_args, workload_from_args
-    from profiling.model.shapes import Shapes
+    from profiling.model.shapes import Shapes, SizingError
+    from profiling.projection.precision import serving_precision
 
     deployment = hardware_from_args(args)
     if deployment.gpu_kind is None:
@@ -75,11 +83,18 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     config, source = read_model_config(args.model)
     try:
         shapes = Shapes.from_config(config)
+    except SizingError as exc:
+        raise ConfigError(f"{args.model}: {exc}") from None
     except (KeyError, TypeError, ValueError) as exc:
         raise ConfigError(
             f"{args.model}: not a decoder config this estimate reads ({exc})"
         ) from None
-    dtype = deployment.serving_dtype(DEFAULT_DTYPE if args.dtype == "auto" else args.dtype)
+    # auto: as the checkpoint ships (its quantization_config), else bf16; its KV cache
+    # too, where the checkpoint names one (ModelOpt's fp8 KV).
+    model_dtype = serving_precision(shapes, "") if args.dtype == "auto" else args.dtype
+    if deployment.kv_cache == "auto" and shapes.checkpoint and shapes.checkpoint.kv == "float8":
+        deployment = dataclasses.replace(deployment, kv_cache="fp8")
+    dtype = deployment.serving_dtype(model_dtype)
     acceptance = args.spec_acceptance
     if acceptance is not None and not 0.0 <= acceptance < 1.0:
         raise ConfigError(f"--spec-acceptance {acceptance}: give a share from 0 to below 1")

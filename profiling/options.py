@@ -55,7 +55,7 @@ QUANT_VARIANTS = {
 # (`profiling.projection.precision`; "auto": the model's own dtype).
 # fmt: off
 WEIGHT_FORMATS = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp8": "fp8",
-                  "int8": "int8-weight-only", "int4": "int4-weight-only"}
+                  "int8": "int8-weight-only", "int4": "int4-weight-only", "fp4": "fp4"}
 # fmt: on
 # The KV cache's format ("auto": the weights' when 16 bits, else bf16) to a DTYPE_BYTES key.
 KV_CACHE_FORMATS = {"auto": "", "fp8": "float8"}

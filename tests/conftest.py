@@ -59,6 +59,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(scope="session", autouse=True)
+def _fresh_sizing_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Every run counts each model it sizes afresh (its children too): a sizing cached by
+    an earlier run of other code cannot answer for this one."""
+    saved = os.environ.get("ADVISOR_SIZING_DIR")
+    os.environ["ADVISOR_SIZING_DIR"] = str(tmp_path_factory.mktemp("sizing"))
+    yield
+    if saved is None:
+        os.environ.pop("ADVISOR_SIZING_DIR", None)
+    else:
+        os.environ["ADVISOR_SIZING_DIR"] = saved
+
+
+@pytest.fixture(scope="session", autouse=True)
 def _one_demo_cache() -> Iterator[None]:
     """One demo build per run: this process, its workers and its CLI children all read the
     demo from the site's ADVISOR_DEMO_DIR (scripts/test sets it under var/test).

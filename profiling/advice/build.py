@@ -37,7 +37,7 @@ from profiling.model.shapes import Shapes
 from profiling.profile import Experiments, Profile
 from profiling.projection.calibration import assumed, calibrate, leave_one_out, relative_error
 from profiling.projection.estimate import Projection, project
-from profiling.projection.validation import band
+from profiling.projection.validation import band, unchecked
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
 from profiling.techniques import TECHNIQUES
 from profiling.units import size
@@ -314,8 +314,11 @@ def projection_points(
     basis: str,
     measured: dict[str, float] | None,
     note: str,
+    shapes: Shapes | None = None,
 ) -> list[PredictionPoint]:
-    """The workload's TTFT, TPOT, throughput and memory from one projection.
+    """The workload's TTFT, TPOT, throughput and memory from one projection (an estimate
+    carries its metric's published error band, unless `shapes`' model has a feature no
+    published row had: then the note says which).
 
     Beside a measurement (the verdict's static figures: one request's prefill, one
     decode step at the concurrency) the projection's static figures are compared;
@@ -362,7 +365,7 @@ def projection_points(
         value = measured.get(metric) if measured else None
         error = relative_error(predicted, value)
         point = PredictionPoint(metric, unit, dict(at), predicted, value, error, basis, note)
-        if basis == ESTIMATED and (found := band(metric)) is not None:
+        if basis == ESTIMATED and (found := band(metric, shapes)) is not None:
             point.published_error = found.to_dict()
         out.append(point)
     return out
@@ -393,5 +396,9 @@ def estimate_report(
         projection, shapes, rates, workload, gpu, stated_bottleneck, spec_acceptance
     )
     where = f"{gpu_count}× {gpu.key}"
-    points = projection_points(projection, workload, where, ESTIMATED, None, rates.note)
+    note = rates.note
+    if missing := unchecked(shapes):
+        note += (f"; no published serving row had {', '.join(missing)}: this model's "
+                 "figures carry no measured error band")  # fmt: skip
+    points = projection_points(projection, workload, where, ESTIMATED, None, note, shapes)
     return advise(facts, None, tolerance, deployment=deployment, model=model), points

@@ -56,7 +56,10 @@ def scenario(
         acceptance, basis, draft = engine_acceptance(engine)
     if acceptance is None and facts.spec_acceptance is not None:
         acceptance, basis, draft = facts.spec_acceptance, "given", "draft head"
-    dtype = facts.dtype if facts.dtype in ("bfloat16", "float16") else "bfloat16"
+    # The model's own format: 16-bit, or the checkpoint's where it ships quantized (the
+    # search then never quantizes it again).
+    own = facts.dtype in ("bfloat16", "float16") or facts.dtype.startswith("checkpoint-")
+    dtype = facts.dtype if own else "bfloat16"
     hit_rate, hit_basis = prefix_hits(facts, engine)
     return Scenario(facts.shapes, facts.gpu, count, dtype, facts.workload, current,
                     acceptance, basis, draft or "draft head", quality(engine, quantization),

@@ -31,6 +31,7 @@ CHECKED_VERSION = "0.32"  # the vLLM whose parser the engine test runs every com
 _PREQUANTIZED = {
     "int8": "GPTQ 8-bit or compressed-tensors W8A16",
     "int4": "GPTQ or AWQ 4-bit, or compressed-tensors W4A16",
+    "fp4": "NVFP4, compressed-tensors or ModelOpt",
 }
 
 

@@ -32,6 +32,7 @@ from profiling.errors import (
     ModelSourceError,
     PathNotAllowed,
     RemoteCodeError,
+    TooLarge,
     one_line,
 )
 from profiling.model.hub import download, download_config, revision
@@ -206,6 +207,47 @@ def check_remote_code(config_dict: dict[str, Any]) -> None:
             raise RemoteCodeError(f"{_REMOTE_CODE} (architecture {arch} is not in transformers)")
 
 
+def refuse_if_too_large(raw: dict[str, Any], name: str, device: str, dtype: str,
+                        verb: str) -> None:
+    """Refuse, before allocating anything, a model whose weights in `dtype` (a quantized
+    checkpoint loaded as it ships: its own bytes) exceed what `device` has free: the
+    free memory of every visible GPU together on CUDA, the available host memory
+    elsewhere. Sized from the config alone (`profiling.model.sizing`)."""
+    from profiling.model.shapes import DTYPE_BYTES
+    from profiling.model.sizing import SizingError, size_config
+
+    try:
+        sizing = size_config(raw)
+    except SizingError:
+        return  # the build itself then says what is wrong with the config
+    per = DTYPE_BYTES.get(dtype, 2)
+    need = sizing.checkpoint_bytes() if sizing.checkpoint and verb == "load" \
+        else sizing.total_params * per  # fmt: skip
+    free, where = free_bytes(device)
+    if free is not None and need > free:
+        raise TooLarge(
+            f"{name} needs {need / 2**30:,.1f} GiB for its weights "
+            f"({sizing.total_params / 1e9:,.2f} B parameters in {dtype}) but {where} has "
+            f"{free / 2**30:,.1f} GiB free: nothing was {'built' if verb == 'build' else 'loaded'}"
+            "; estimate it instead (python -m profiling estimate) or use a larger device"
+        )
+
+
+def free_bytes(device: str) -> tuple[int | None, str]:
+    """(bytes free to hold weights, where): all visible GPUs on CUDA, else host memory."""
+    if device.startswith("cuda"):
+        import torch
+
+        count = torch.cuda.device_count()
+        free = sum(torch.cuda.mem_get_info(i)[0] for i in range(count))
+        return free, f"{count} visible GPU{'s' * (count != 1)}"
+    try:
+        import psutil
+    except ImportError:
+        return None, "this machine"
+    return psutil.virtual_memory().available, "this machine's memory"
+
+
 def read_config_json(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
@@ -246,7 +288,9 @@ def load(
         path = download(source.repo_id or source.name)
         require_weights(path)
     progress("load", 0.5, f"loading weights from {path.name}")
-    check_remote_code(read_config_json(path / "config.json"))
+    raw = read_config_json(path / "config.json")
+    check_remote_code(raw)
+    refuse_if_too_large(raw, source.name, device, dtype, "load")
     model = _from_pretrained(path, device, dtype, source.name, quantization)
     tokenizer = _load_tokenizer(path)
     info = model_info(model, source, config_only=False, revision=revision(path))
@@ -336,7 +380,9 @@ def _load_config_only(source: Source, device: str, dtype: str, progress: Progres
     from transformers import AutoConfig, AutoModelForCausalLM
 
     path = source.path or download_config(source.repo_id or source.name)
-    check_remote_code(read_config_json(path))
+    raw = read_config_json(path)
+    check_remote_code(raw)
+    refuse_if_too_large(raw, source.name, device, dtype, "build")
     progress("load", 0.3, "building the model with random weights")
     try:
         cfg = AutoConfig.from_pretrained(path, trust_remote_code=False, local_files_only=True)

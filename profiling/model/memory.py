@@ -53,23 +53,15 @@ def weights_bytes(model: Any) -> tuple[int, dict[str, int]]:
 
 
 def kv_bytes_per_token_computed(config: Any, dtype_bytes: int) -> int:
-    """2 (K and V) × layers × kv_heads × head_dim × bytes per element.
+    """The estimate's own figure (`profiling.model.sizing`, one sizing for both): every
+    attention layer's K and V, or MLA's one latent of `kv_lora_rank + qk_rope_head_dim`
+    (DeepSeek-V3), at `dtype_bytes` per element. Sliding-window layers count as full
+    layers: below the window, where the measurement below is taken, they grow as full
+    ones do."""
+    from profiling.model.sizing import size_config
 
-    `head_dim` comes from the config when it has one (it need not equal
-    hidden / heads). MLA models (DeepSeek-V3: `kv_lora_rank`) cache one latent
-    of `kv_lora_rank + qk_rope_head_dim` per layer instead. Sliding-window
-    layers are counted as full layers: they hold at most window − 1 tokens,
-    so past the window their per-token cost drops to zero; the measured
-    figure (taken below any window) agrees with this one.
-    """
-    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
-    layers = text.num_hidden_layers
-    if getattr(text, "kv_lora_rank", None):
-        return layers * (text.kv_lora_rank + text.qk_rope_head_dim) * dtype_bytes
-    heads = text.num_attention_heads
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    head_dim = getattr(text, "head_dim", None) or text.hidden_size // heads
-    return 2 * layers * kv_heads * head_dim * dtype_bytes
+    sized = size_config(config.to_dict() if hasattr(config, "to_dict") else dict(config))
+    return (sized.full_layers + sized.window_layers) * sized.kv_elements * dtype_bytes
 
 
 def cache_bytes(cache: Any) -> int:

@@ -33,6 +33,7 @@ from profiling.parallel.plans import TP_SIZES
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
 from profiling.projection import serving
 from profiling.projection.fit import activation_bytes, usable_bytes
+from profiling.projection.precision import PRECISIONS
 from profiling.projection.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
 from profiling.units import size
 
@@ -269,7 +270,7 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
         return [NotRecommended("disaggregation", why, key)]
     if facts.shapes is None or facts.calibration is None or (facts.fit and not facts.fit.fits):
         return []  # without shapes nothing to simulate; without room, capacity comes first
-    dtype = facts.dtype if facts.dtype in DTYPE_BYTES else "bfloat16"
+    dtype = facts.dtype if facts.dtype in DTYPE_BYTES or facts.dtype in PRECISIONS else "bfloat16"
     gpu, count = facts.gpu, max(1, facts.gpu_count)
     step = StepModel(facts.shapes, facts.calibration, dtype, "", count, gpu)
     capacity = None

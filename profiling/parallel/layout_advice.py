@@ -36,7 +36,9 @@ def layout_advice(facts: Facts) -> list[Outcome]:
     gpu, shapes, work = facts.gpu, facts.shapes, facts.workload
     if gpu is None or shapes is None:
         return []
-    dtype = facts.dtype if facts.dtype in ("bfloat16", "float16") else "bfloat16"
+    # The model's own format: 16-bit, or the checkpoint's where it ships quantized.
+    own = facts.dtype in ("bfloat16", "float16") or facts.dtype.startswith("checkpoint-")
+    dtype = facts.dtype if own else "bfloat16"
     rates = assumed(gpu, dtype, shapes.num_layers)
     count = facts.gpu_count
     found = layouts.search(shapes, rates, dtype, work, gpu, count)

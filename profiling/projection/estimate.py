@@ -102,8 +102,9 @@ def project(
     devices = gpu_count * stages
     groups = 1 if rate else max(1, min(stages, per_copy))  # requests in flight, one per stage
     weights = shapes.weights_bytes(weights_format(dtype))
-    kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))
-    kv = kv_token * per_copy * (prompt_tokens + output_tokens)
+    context = prompt_tokens + output_tokens
+    kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype), context, devices)
+    kv = kv_token * per_copy * context
     step = Staged(StepModel(shapes, calibration, dtype, kv_dtype, gpu_count, gpu), stages)
     cached = max(0, min(cached_tokens, prompt_tokens - 1))  # a prefix already in the cache
     alone = step.seconds(0, 0, ((prompt_tokens - cached, cached),))
@@ -113,7 +114,8 @@ def project(
         activations = activation_bytes(shapes, dtype, gpu_count)
         usable = engine.usable_bytes(gpu.memory_bytes, activations, weights / devices)
         fits = weights + kv <= usable * devices  # the fit check's
-        capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, devices, usable)
+        capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, devices, usable,
+                                      context=context)  # fmt: skip
     notes, served = [], None
     if capacity is None or capacity >= prompt_tokens + output_tokens:
         try:

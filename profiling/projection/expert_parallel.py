@@ -41,9 +41,10 @@ class ExpertParallel:
         """Weight bytes a rank reads in a step where every rank has `tokens` rows."""
         s = self.step.shapes
         touched = s.experts_touched(tokens * self.ep) / self.ep
-        return s.shared_weights_bytes(self.format) + s.num_layers * touched * s.expert_bytes(
-            self.format
-        )
+        # The vision tower is held but never read by a text step, as `Shapes.weights_read`.
+        unread = s.sized.vision * min(2.0, s.bytes_per_param(self.format))
+        experts = s.sized.moe_layers * touched * s.expert_bytes(self.format)
+        return s.shared_weights_bytes(self.format) - unread + experts
 
     def weights_held(self) -> float:
         s = self.step.shapes

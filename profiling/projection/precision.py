@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from profiling.measure.hardware import GPU
+from profiling.model.shapes import CHECKPOINT
 
 # Quantized kernels do more than read bytes: an assumed share added to the time the
 # bytes take. Weight-only kernels unpack each weight (int4 kernels are published at
@@ -30,8 +31,8 @@ EIGHT_BIT_OVERHEAD = 0.35
 class Precision:
     key: str
     label: str
-    weights: str  # a `profiling.model.shapes.DTYPE_BYTES` key: the bytes per parameter
-    compute: str  # the matmuls' format: "bfloat16", "float16", "float8" or "int8"
+    weights: str  # a `profiling.model.shapes.DTYPE_BYTES` key, or CHECKPOINT (as it ships)
+    compute: str  # the matmuls' format: "bfloat16", "float16", "float8", "int8" or "fp4"
     dequant: float = 0.0  # share added to the bytes-bound time (unpacking, activation scales)
     quality: str = ""  # what to expect of the output, to check on the real model
 
@@ -41,7 +42,15 @@ class Precision:
             return gpu.fp8_flops_per_second
         if self.compute == "int8":
             return gpu.int8_ops_per_second
+        if self.compute == "fp4":
+            # FP4 tensor cores where the GPU has them (Blackwell's NVFP4, MI355X's MXFP4);
+            # elsewhere engines run FP4 weights weight-only, multiplying in 16 bits.
+            return gpu.fp4_flops_per_second or gpu.peak_flops("bfloat16")
         return gpu.peak_flops(self.compute)
+
+    @property
+    def from_checkpoint(self) -> bool:
+        return self.weights == CHECKPOINT
 
 
 PRECISIONS = {
@@ -58,8 +67,27 @@ PRECISIONS = {
                   WEIGHT_ONLY_DEQUANT, quality="usually close to bf16"),
         Precision("int4-weight-only", "int4 weight-only (GPTQ/AWQ-style)", "int4", "bfloat16",
                   WEIGHT_ONLY_DEQUANT, quality="measurable loss on some tasks: check it"),
+        Precision("fp4", "fp4 (NVFP4 on FP4 tensor cores; weight-only elsewhere)", "fp4", "fp4",
+                  WEIGHT_ONLY_DEQUANT, quality="measurable loss on some tasks: check it"),
+        # The checkpoint as it ships (`quantization_config`): its bytes are the model's own,
+        # scales included; the matmuls run in the format its method serves in.
+        Precision("checkpoint-fp8", "the checkpoint's fp8", CHECKPOINT, "float8",
+                  EIGHT_BIT_OVERHEAD, quality="as published"),
+        Precision("checkpoint-fp4", "the checkpoint's fp4", CHECKPOINT, "fp4",
+                  WEIGHT_ONLY_DEQUANT, quality="as published"),
+        Precision("checkpoint-int8", "the checkpoint's int8", CHECKPOINT, "int8",
+                  EIGHT_BIT_OVERHEAD, quality="as published"),
+        Precision("checkpoint-int4", "the checkpoint's weight-only quantization", CHECKPOINT,
+                  "bfloat16", WEIGHT_ONLY_DEQUANT, quality="as published"),
     )
 }  # fmt: skip
+
+
+def checkpoint_precision(compute: str) -> str:
+    """The precision key that serves a quantized checkpoint whose method multiplies in
+    `compute` (`profiling.model.sizing.Checkpoint.compute`)."""
+    return {"float8": "checkpoint-fp8", "fp4": "checkpoint-fp4",
+            "int8": "checkpoint-int8"}.get(compute, "checkpoint-int4")  # fmt: skip
 
 
 def dequant(name: str) -> float:
@@ -80,3 +108,12 @@ def kv_format(weights: str, kv: str = "") -> str:
         return kv
     fmt = weights_format(weights)
     return fmt if fmt in ("float32", "bfloat16", "float16") else "bfloat16"
+
+
+def serving_precision(shapes: object, asked: str) -> str:
+    """The precision a deployment serves in: the one asked for, else (`asked` empty or
+    "auto") the checkpoint's own where it ships quantized, else bf16."""
+    if asked and asked != "auto":
+        return asked
+    checkpoint = getattr(shapes, "checkpoint", None)
+    return checkpoint_precision(checkpoint.compute) if checkpoint else "bfloat16"

@@ -46,11 +46,12 @@ MAX_GPUS = 64
 DRAFT = "draft head"  # an EAGLE-style head: what the speculative estimate assumes
 
 # Quality risk: 0 none, 1 small (8-bit), 2 measurable (4-bit); an fp8 KV cache adds 1.
-RISK = {"auto": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 1, "int4": 2}
+RISK = {"auto": 0, "bf16": 0, "fp16": 0, "fp8": 1, "int8": 1, "int4": 2, "fp4": 2}
 STATED_RISK = {
     "fp8": "fp8 weights: usually within 1 % of bf16 on benchmarks (stated, not measured); check it",
     "int8": "int8 weights: usually close to bf16 (stated, not measured); check it",
     "int4": "int4 weights: measurable loss on some tasks (stated, not measured); check it",
+    "fp4": "fp4 weights: measurable loss on some tasks (stated, not measured); check it",
 }
 KV_RISK = (
     "fp8 KV cache: attention reads 8-bit keys and values; small losses on long contexts "
@@ -159,7 +160,7 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
         step: object = ExpertParallel(base, c.ep)
         usable = usable_bytes(gpu.memory_bytes, activation_bytes(s, precision, 1))
         held = step.weights_held()  # type: ignore[attr-defined]
-        capacity = kv_capacity_tokens(s, precision, kv, gpu, 1, usable, held)
+        capacity = kv_capacity_tokens(s, precision, kv, gpu, 1, usable, held, w.context_tokens)
         engines = c.ep
     else:
         base = StepModel(s, rates, precision, kv, c.tp, gpu)
@@ -169,10 +170,12 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
         if c.draft:
             held += draft_bytes(s, precision)
             step = Speculating(base, sc.acceptance or 0.0, c.draft_tokens)
-        capacity = kv_capacity_tokens(s, precision, kv, gpu, c.tp * c.pp, usable, held)
+        capacity = kv_capacity_tokens(s, precision, kv, gpu, c.tp * c.pp, usable, held,
+                                      w.context_tokens)  # fmt: skip
         engines = max(1, min(c.pp, per_copy))
     users = math.ceil(per_copy / engines)
-    kv_tokens = (capacity or 0) // engines
+    # An expert-parallel rank's capacity is its own device's; pipeline groups share theirs.
+    kv_tokens = (capacity or 0) if c.ep > 1 else (capacity or 0) // engines
     need = users * w.context_tokens - (users - 1) * cached  # the shared prefix held once
     if capacity is None or kv_tokens < need:
         return None
@@ -292,7 +295,7 @@ def configurations(sc: Scenario, gpus: int) -> list[Configuration]:
     prefix = (False, True) if w.shared_prefix_tokens else (False,)
     out, lengths = [], {}  # the draft length by (tp, replicas, weights, KV cache)
     for tp, pp, replicas, ep in layouts(sc, gpus):
-        for weights in WEIGHTS:
+        for weights in weight_formats(sc):
             for kv in KV_CACHES:
                 for cached in prefix:
                     c = Configuration(sc.gpu.key, tp, pp, replicas, ep, weights, kv,
@@ -303,6 +306,15 @@ def configurations(sc: Scenario, gpus: int) -> list[Configuration]:
                         lengths[key] = lengths.get(key) or _draft_length(sc, c)
                         out.append(replace(c, draft=sc.draft, draft_tokens=lengths[key]))
     return out
+
+
+def weight_formats(sc: Scenario) -> tuple[str, ...]:
+    """The weight formats the search tries: the model's own, and where it is 16-bit the
+    usual quantizations (fp4 only where the GPU has FP4 tensor cores). A checkpoint that
+    ships quantized is never quantized again."""
+    if sc.shapes.bytes_per_param(weights_format(sc.dtype)) < 1.99:
+        return ("auto",)
+    return WEIGHTS + (("fp4",) if sc.gpu.fp4_flops_per_second else ())
 
 
 def _draft_length(sc: Scenario, c: Configuration) -> int:

@@ -61,15 +61,15 @@ def allreduce_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None
 
 
 def all_to_all_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | None) -> float:
-    """Seconds of one pass's expert-parallel exchanges on a rank: in every layer each of
-    its `tokens` rows goes to its `experts_per_token` experts, (n−1)/n of them on other
+    """Seconds of one pass's expert-parallel exchanges on a rank: in every MoE layer each
+    of its `tokens` rows goes to its `experts_per_token` experts, (n−1)/n of them on other
     ranks, and comes back (dispatch and combine), each call paying its latency."""
     if devices <= 1:
         return 0.0
     remote = (devices - 1) / devices
     size = tokens * shapes.experts_per_token * shapes.hidden_size * ACTIVATION_BYTES * remote
     one = size / link_bytes_per_second(gpu) + ALLREDUCE_LATENCY_S
-    return 2 * shapes.num_layers * one
+    return 2 * shapes.sized.moe_layers * one
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,20 @@ class StepModel:
 
     @cached_property
     def kv_token(self) -> int:
-        return self.shapes.kv_bytes_per_token(kv_format(self.dtype, self.kv_dtype))
+        """KV bytes per token of context over the devices (MLA's latent on each)."""
+        return self.shapes.kv_bytes_per_token(kv_format(self.dtype, self.kv_dtype),
+                                              devices=self.devices)  # fmt: skip
+
+    def kv_read(self, tokens: float, sequences: int) -> float:
+        """Bytes of KV cache a step reads for `tokens` of context over `sequences`:
+        per token, except where window layers cap what each sequence holds or state
+        layers hold a fixed state (read at the mean context, in 256-token steps)."""
+        s = self.shapes.sized
+        if not (s.window_layers or s.state_layers) or not tokens:
+            return self.kv_token * tokens
+        mean = max(256, round(tokens / max(1, sequences) / 256) * 256)
+        fmt = kv_format(self.dtype, self.kv_dtype)
+        return self.shapes.kv_bytes_per_token(fmt, mean, self.devices) * tokens
 
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         """`rows` decode rows holding `context` tokens in all; `chunks`: (tokens, offset)
@@ -104,7 +117,7 @@ class StepModel:
         flops += sum(s.chunk_flops(tokens, offset) for tokens, offset in chunks)
         kv_moved = context + sum(offset + tokens for tokens, offset in chunks)
         weights = s.weights_read(weights_format(self.dtype), rows + prompt_tokens)
-        bytes_ = weights * (1 + dequant(self.dtype)) + self.kv_token * kv_moved
+        bytes_ = weights * (1 + dequant(self.dtype)) + self.kv_read(kv_moved, rows + len(chunks))
         n = self.devices
         return flops / n, bytes_ / n, rows + prompt_tokens
 
@@ -144,14 +157,18 @@ def kv_capacity_tokens(
     devices: int,
     usable: int | None,
     weights: float | None = None,
+    context: float | None = None,
 ) -> int | None:
     """Tokens of KV cache the memory left by the weights holds (None: not limited);
-    `weights`: what the devices hold, where not the whole model."""
+    `weights`: what the devices hold, where not the whole model; `context`: the
+    sequences' length, where window or state layers make the cost per token depend
+    on it."""
     if gpu is None or usable is None:
         return None
     held = shapes.weights_bytes(weights_format(dtype)) if weights is None else weights
     room = int(usable * devices - held)
-    return max(0, room // max(1, shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))))
+    per_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype), context, devices)
+    return max(0, room // max(1, per_token))
 
 
 SEND_LATENCY_S = 10e-6  # one point-to-point send between stages (assumed, as the all-reduce's)

@@ -33,6 +33,9 @@ METRIC_OF = {
     "decode_tokens_per_second": "throughput",
 }
 LABELS = {"ttft": "TTFT", "itl_tpot": "ITL/TPOT", "throughput": "throughput"}
+# A feature of the model's architecture is covered by the bands once this many headline
+# rows had it: one or two rows are an anecdote, not a band.
+MIN_ROWS_PER_FEATURE = 3
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,35 @@ def stored() -> dict[str, Any]:
     return json.loads(entry.read_text()) if entry.is_file() else {}
 
 
-def band(prediction_metric: str) -> Band | None:
-    """The band of a prediction's metric (None: no published row gives that metric)."""
+def features(shapes: Any) -> list[str]:
+    """What of a model's architecture and checkpoint the estimate models apart: a band
+    measured on rows without one of them says nothing about a model with it."""
+    s = shapes.sized
+    out = ["mixture of experts" if s.experts else "dense"]
+    if s.shared_experts:
+        out.append("shared experts")
+    if s.kv_replicated:
+        out.append("MLA latent cache")
+    if s.window_layers:
+        out.append("sliding-window or chunked attention")
+    if s.state_layers:
+        out.append("linear-attention or state-space layers")
+    if s.checkpoint is not None:
+        out.append(f"a {s.checkpoint.label} checkpoint")
+    return out
+
+
+def unchecked(shapes: Any) -> list[str]:
+    """The model's features no published row the band was measured on has."""
+    covered = set(stored().get("features") or ("dense", "mixture of experts"))
+    return [f for f in features(shapes) if f not in covered]
+
+
+def band(prediction_metric: str, shapes: Any = None) -> Band | None:
+    """The band of a prediction's metric (None: no published row gives that metric, or
+    the rows never had a feature of `shapes`' model: `unchecked`)."""
+    if shapes is not None and unchecked(shapes):
+        return None
     metric = METRIC_OF.get(prediction_metric)
     found = stored().get("bands", {}).get(metric) if metric else None
     if not found:
@@ -87,4 +117,11 @@ def summary_of(result: dict[str, Any]) -> dict[str, Any]:
         for r in result["rows"] if r["metrics"] and not r["weak"]
         for metric, m in r["metrics"].items() if m["predicted"]
     ]  # fmt: skip
-    return {"source": "bench/estimate_vs_published.py", "bands": bands, "points": pairs}
+    seen: dict[str, int] = {}
+    for r in result["rows"]:
+        if r["metrics"] and not r["weak"]:
+            for f in r.get("features", ()):
+                seen[f] = seen.get(f, 0) + 1
+    covered = sorted(f for f, n in seen.items() if n >= MIN_ROWS_PER_FEATURE)
+    return {"source": "bench/estimate_vs_published.py", "bands": bands, "points": pairs,
+            "features": covered}  # fmt: skip

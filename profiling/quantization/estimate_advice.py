@@ -22,7 +22,6 @@ from profiling.advice_kit.advice_results import (
 )
 from profiling.advice_kit.facts import Facts
 from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
-from profiling.model.shapes import DTYPE_BYTES
 from profiling.projection.calibration import assumed
 from profiling.projection.estimate import Projection, project
 from profiling.projection.precision import PRECISIONS, Precision, weights_format
@@ -45,8 +44,8 @@ def precision_estimate(facts: Facts, goal: str) -> list[Outcome] | None:
     gpu, shapes, w = facts.gpu, facts.shapes, facts.workload
     if facts.basis != ESTIMATED or gpu is None or shapes is None:
         return None
-    if DTYPE_BYTES.get(weights_format(facts.dtype), 2) < 2:
-        return []  # already quantized
+    if shapes.bytes_per_param(weights_format(facts.dtype)) < 1.99:
+        return []  # already quantized (a checkpoint shipped quantized included)
     count, layers = facts.gpu_count, shapes.num_layers
 
     def serve(key: str, users: int) -> Projection:
