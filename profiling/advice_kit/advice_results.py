@@ -161,7 +161,8 @@ class PredictionPoint:
         if not e:
             return ""
         rows = f"{e['rows']} published serving row{'s' if e['rows'] != 1 else ''}"
-        return f"± {e['median_error']:.0%} against {rows}"
+        of = f" of {e['kind']} models" if e.get("kind") else ""
+        return f"± {e['median_error']:.0%} against {rows}{of}"
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> PredictionPoint:

@@ -146,9 +146,10 @@ def test_estimated_figures_carry_the_published_error_and_its_scatter(client):
     result["predictions"] += [p.to_dict() for p in points]
     _, page = rendered(client, result)
     part = section(page, "predictions")
-    tput = validation.band("output_tokens_per_second")
-    assert tput is not None
-    assert f"± {tput.median_error:.0%} against {tput.rows} published serving rows" in part
+    tput = validation.band("output_tokens_per_second", shapes)  # the band of dense models
+    assert tput is not None and tput.kind == "dense"
+    assert (f"± {tput.median_error:.0%} against {tput.rows} published serving rows of dense "
+            "models") in part  # fmt: skip
     assert 'id="chart-published-plot"' in part and 'id="published-validation"' in part
     figure = re.search(r'<script id="chart-published"[^>]*>(.*?)</script>', part, re.S)
     assert figure is not None, "the scatter's data travels with the page"
