@@ -10,7 +10,7 @@ time imports torch; a stored result carries its sizing.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property, lru_cache
 from typing import Any
 
@@ -100,6 +100,14 @@ class Shapes:
             config.update(num_local_experts=self.num_experts,
                           num_experts_per_tok=self.experts_per_token)  # fmt: skip
         return config
+
+    def __hash__(self) -> int:
+        # The simulated engine hashes shapes for its caches every step: once is enough.
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in fields(self)))
 
     @cached_property
     def sized(self) -> Sizing:
@@ -229,13 +237,7 @@ class Shapes:
     def weights_read(self, dtype: str, batch: int) -> float:
         """Weight bytes one step over `batch` rows reads: every MoE layer's untouched
         experts skipped, the vision tower never read."""
-        weights = float(self.weights_bytes(dtype)) - self.sized.vision * min(
-            2.0, self.bytes_per_param(dtype)
-        )
-        if self.sized.experts:
-            unread = self.sized.experts - self.experts_touched(batch)
-            weights -= self.sized.moe_layers * unread * self.expert_bytes(dtype)
-        return weights
+        return _weights_read(self, dtype, batch)
 
     def expert_bytes(self, dtype: str) -> float:
         """One routed expert's weights in one layer; 0 for a dense model."""
@@ -272,6 +274,17 @@ def _weights_bytes(shapes: Shapes, dtype: str) -> int:
     if per >= 2:
         return math.ceil(s.total_params * per)
     return math.ceil(s.body_params * per + s.edge_params * 2)
+
+
+@lru_cache(maxsize=8192)
+def _weights_read(shapes: Shapes, dtype: str, batch: int) -> float:
+    s = shapes.sized
+    unused = s.vision * min(2.0, shapes.bytes_per_param(dtype))  # held, never read
+    weights = float(shapes.weights_bytes(dtype)) - unused
+    if s.experts:
+        unread = s.experts - shapes.experts_touched(batch)
+        weights -= s.moe_layers * unread * shapes.expert_bytes(dtype)
+    return weights
 
 
 def _kv_element_bytes(dtype: str) -> float:
