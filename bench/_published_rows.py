@@ -200,13 +200,15 @@ def resolve_gpu(name: str | None) -> GPU | None:
 # (`profiling.model.sizing.Checkpoint.compute`): a row serving a quantized checkpoint as
 # published is served as the checkpoint (its own bytes, scales included), one quantizing a
 # 16-bit checkpoint at load in the format named.
+# A stated format, the weight option it is where the checkpoint ships otherwise, and the
+# checkpoint methods (profiling.model.sizing's) it names where the checkpoint ships in it.
 STATED_FORMATS = (
-    ("fp8", "fp8", "float8"),
-    ("bf16", "bf16", None),
-    ("fp16", "fp16", None),
-    ("mxfp4", None, "fp4"),  # only as a checkpoint ships it (gpt-oss)
-    ("nvfp4", "fp4", "fp4"),
-    ("fp4", "fp4", "fp4"),
+    ("fp8", "fp8", ("fp8-block", "fp8")),
+    ("bf16", "bf16", ()),
+    ("fp16", "fp16", ()),
+    ("mxfp4", None, ("mxfp4",)),  # only as a checkpoint ships it (gpt-oss)
+    ("nvfp4", "fp4", ("nvfp4",)),
+    ("fp4", "fp4", ("mxfp4", "nvfp4")),  # a column labelled FP4: the checkpoint's 4-bit float
 )
 
 
@@ -225,10 +227,10 @@ def weights_precision(row: dict[str, Any], shapes: Shapes | None = None) -> tupl
             f"not published: the checkpoint's own ({checkpoint.label}), as an engine "
             "serves a checkpoint that ships only quantized unless told otherwise"
         )
-    for prefix, option, compute in STATED_FORMATS:
+    for prefix, option, methods in STATED_FORMATS:
         if not text.startswith(prefix):
             continue
-        if checkpoint is not None and compute is not None and checkpoint.compute == compute:
+        if checkpoint is not None and checkpoint.method in methods:
             how = f"as published: the checkpoint's own ({checkpoint.label})"
             return serving_precision(shapes, ""), how
         if option is None:

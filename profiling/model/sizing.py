@@ -31,7 +31,7 @@ from profiling import serde
 
 # Bump when what a sizing holds or how it is counted changes: older cache files are
 # then ignored.
-SIZING_VERSION = 1
+SIZING_VERSION = 2
 ENV_VAR = "ADVISOR_SIZING_DIR"
 DEFAULT_CACHE = pathlib.Path("~/.cache/bottleneck-advisor/sizing")
 
@@ -473,8 +473,10 @@ def _format(method: str, q: dict[str, Any]) -> dict[str, Any]:
         return {"method": "fp8", "label": "fp8", "bits": 8.0, "compute": "float8"}
     if method == "mxfp4":
         # OCP MX: 32 fp4 (e2m1) values share one 8-bit (e8m0) scale; gpt-oss quantizes
-        # only its experts.
-        return {"method": "mxfp4", "label": "MXFP4", "bits": 4 + 8 / 32, "compute": "fp4"}
+        # only its experts. vLLM multiplies them with bf16 activations (weight-only: its
+        # get_mxfp4_backend picks FlashInfer's MXFP4×BF16 on Blackwell unless told to
+        # quantize activations to MXFP8, Marlin or Triton elsewhere).
+        return {"method": "mxfp4", "label": "MXFP4", "bits": 4 + 8 / 32, "compute": "bfloat16"}
     if method in ("modelopt", "modelopt_fp4", "modelopt_fp8"):
         algo = str(q.get("quant_algo") or (q.get("quantization") or {}).get("quant_algo", ""))
         kv = str(q.get("kv_cache_quant_algo") or
@@ -495,9 +497,9 @@ def _format(method: str, q: dict[str, Any]) -> dict[str, Any]:
         )
         group = group if group > 0 else 4096  # per channel: one scale per row, amortised
         # A 16-bit scale and a packed `bits` zero point per group.
+        # Weight-only: the activations stay 16-bit (W4A16, W8A16).
         return {"method": method, "label": f"{method.upper()} int{bits} (group {group})",
-                "bits": bits + (16 + bits) / group,
-                "compute": "bfloat16" if bits < 8 else "int8"}  # fmt: skip
+                "bits": bits + (16 + bits) / group, "compute": "bfloat16"}  # fmt: skip
     if method == "compressed-tensors":
         return _compressed_tensors(q)
     if method == "bitsandbytes":

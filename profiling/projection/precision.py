@@ -77,7 +77,7 @@ PRECISIONS = {
                   WEIGHT_ONLY_DEQUANT, quality="as published"),
         Precision("checkpoint-int8", "the checkpoint's int8", CHECKPOINT, "int8",
                   EIGHT_BIT_OVERHEAD, quality="as published"),
-        Precision("checkpoint-int4", "the checkpoint's weight-only quantization", CHECKPOINT,
+        Precision("checkpoint-weight-only", "the checkpoint's weight-only quantization", CHECKPOINT,
                   "bfloat16", WEIGHT_ONLY_DEQUANT, quality="as published"),
     )
 }  # fmt: skip
@@ -87,7 +87,7 @@ def checkpoint_precision(compute: str) -> str:
     """The precision key that serves a quantized checkpoint whose method multiplies in
     `compute` (`profiling.model.sizing.Checkpoint.compute`)."""
     return {"float8": "checkpoint-fp8", "fp4": "checkpoint-fp4",
-            "int8": "checkpoint-int8"}.get(compute, "checkpoint-int4")  # fmt: skip
+            "int8": "checkpoint-int8"}.get(compute, "checkpoint-weight-only")  # fmt: skip
 
 
 def dequant(name: str) -> float:
