@@ -141,9 +141,12 @@ class EngineQuantization:
     note: str = ""  # how it differs from the reference besides the quantization
     weights_bytes: int | None = None  # the engine's own figure, from its log
     kv_cache_tokens: int | None = None  # tokens of KV the engine's memory holds
-    tpot_ms: Spread | None = None  # at the user's concurrency
+    tpot_ms: Spread | None = None  # at the user's concurrency; None: no request streamed
     speedup: float | None = None  # TPOT p50 unquantized / quantized
     interval: tuple[float, float] | None = None  # of `speedup`, over requests
+    # "client": of the requests that streamed; "server": the server's mean TPOT, where no
+    # request of one side reached the client as it was generated (`techniques.tpot_speedup`)
+    speedup_basis: str = "client"
     # Quality on the same text as our own quality check: the evaluation text's
     # perplexity through the engine (its prompt log-probabilities), and the share
     # of greedy output characters equal to the unquantized server's.

@@ -172,9 +172,12 @@ def measure_quantization(
             out.append(entry)
             continue
         entry.status = "ran"
-        entry.tpot_ms = entry.points[0].tpot_ms
+        # A run none of whose requests streamed has no client TPOT (its spread would read
+        # 0 ms): the speedup then comes from the server's own step timing, said so.
+        at = entry.points[0]
+        entry.tpot_ms = at.tpot_ms if any(at.streamed) else None
         if base:
-            entry.speedup, entry.interval = _ratio(base, entry.points[0], "tpot_s")
+            entry.speedup, entry.interval, entry.speedup_basis = tpot_speedup(base, at)
         entry.greedy_agreement = round(client.agreement(ref["texts"], texts), 4)
         if nll and ref.get("nll"):
             entry.perplexity = client.perplexity(*nll)

@@ -137,7 +137,12 @@ def test_the_gptq_checkpoint_the_quantization_experiment_made_is_served_by_the_e
         assert not any(f.startswith("quantization gptq") for f in failures)
         return
     assert gptq["status"] == "ran", gptq["error"]
-    assert "--served-model-name" in gptq["flags"] and gptq["tpot_ms"]["p50"] > 0
+    assert "--served-model-name" in gptq["flags"]
+    if gptq["speedup_basis"] == "client":
+        assert gptq["tpot_ms"]["p50"] > 0
+    else:  # no request streamed to the client on a busy machine: the server's timing
+        assert gptq["tpot_ms"] is None and gptq["points"][0]["server"]["tpot_mean_ms"] > 0
+    assert gptq["speedup"] is None or gptq["speedup"] > 0
     # Quality through the engine, on our evaluation text and the plain server's greedy text.
     assert gptq["perplexity"] > 1 and gptq["reference_perplexity"] > 1
     assert 0 < gptq["greedy_agreement"] <= 1
