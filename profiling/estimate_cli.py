@@ -98,9 +98,11 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     acceptance = args.spec_acceptance
     if acceptance is not None and not 0.0 <= acceptance < 1.0:
         raise ConfigError(f"--spec-acceptance {acceptance}: give a share from 0 to below 1")
+    # Launch commands name what an engine loads: a shipped config's Hub repository.
+    launched = config.get("_hf_id") if source == "shipped config" else None
     advice, points = estimate_report(
         shapes, gpu, args.gpu_count, dtype, workload, args.stated_bottleneck,
-        spec_acceptance=acceptance, deployment=deployment, model=args.model,
+        spec_acceptance=acceptance, deployment=deployment, model=launched or args.model,
     )  # fmt: skip
     layout = deployment.layout()
     conversations = None

@@ -125,3 +125,12 @@ def test_the_estimate_projects_the_deployment_as_described(tmp_path):
     assert report["workload"]["request_rate"] == 2.0
     names = {p["metric"] for p in report["predictions"]}
     assert {"ttft_seconds", "tpot_seconds", "output_tokens_per_second"} <= names
+
+
+def test_a_shipped_configs_launch_commands_name_its_hub_repository(tmp_path):
+    report = estimate(tmp_path / "e.json", "--gpus", "8")
+    texts = [row["command"]["text"] for row in report["deployments"]["configurations"]
+             if row["command"] and row["command"].get("text")]  # fmt: skip
+    assert texts and all(
+        t.startswith("vllm serve meta-llama/Meta-Llama-3.1-70B ") for t in texts
+    ), texts
