@@ -200,13 +200,16 @@ class Shapes:
         """As the baseline counts them: body once per token, LM head for the last token."""
         return batch * self.chunk_flops(tokens, 0)
 
-    def _attention_flops(self, tokens: float, context: float) -> float:
+    def _attention_flops(self, tokens: float, context: float, decode: bool = False) -> float:
         """Score and value products of `tokens` new tokens each seeing `context` tokens
-        (window layers at most their window; state layers none counted)."""
+        (window layers at most their window; state layers none counted); a decode step's
+        at its own width where it differs (MLA attends over the latent)."""
         s = self.sized
         windowed = s.window_layers * min(context, s.window) if s.window else 0
         seen = s.full_layers * context + windowed
-        return 4.0 * s.attention_width * tokens * seen
+        width = s.decode_attention_width if decode and s.decode_attention_width else \
+            s.attention_width  # fmt: skip
+        return 4.0 * width * tokens * seen
 
     def chunk_flops(self, tokens: int, offset: float) -> float:
         """A prompt chunk of `tokens` after `offset` tokens already cached: body once per
@@ -215,7 +218,7 @@ class Shapes:
         return float(2 * self.active_body_params * tokens + 2 * self.head_params + attention)
 
     def decode_flops(self, batch: int, context: int) -> float:
-        attention = self._attention_flops(1, context)
+        attention = self._attention_flops(1, context, decode=True)
         return float(batch * (2 * (self.active_body_params + self.head_params) + attention))
 
     def experts_touched(self, batch: int) -> float:

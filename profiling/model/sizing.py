@@ -31,7 +31,7 @@ from profiling import serde
 
 # Bump when what a sizing holds or how it is counted changes: older cache files are
 # then ignored.
-SIZING_VERSION = 2
+SIZING_VERSION = 3
 ENV_VAR = "ADVISOR_SIZING_DIR"
 DEFAULT_CACHE = pathlib.Path("~/.cache/bottleneck-advisor/sizing")
 
@@ -87,6 +87,7 @@ class Sizing:
     kv_replicated: bool = False  # MLA: each tensor-parallel rank holds the whole latent
     state_elements: int = 0  # per sequence, all state layers together
     attention_width: int = 0  # per attention layer: heads × (q·k dims + v dims) / 2
+    decode_attention_width: int = 0  # the same as a decode step computes it; 0: as above
     hidden_size: int = 0
     vocab_size: int = 0
     unquantized_bytes: float = 2.0  # bytes per parameter the checkpoint keeps unquantized
@@ -373,10 +374,15 @@ def _layers(text: Any) -> dict[str, Any]:
     if getattr(text, "kv_lora_rank", None):
         # MLA: vLLM's MLAAttentionSpec caches one latent of kv_lora_rank + qk_rope_head_dim
         # per token per layer, one "head", whole on every tensor-parallel rank.
-        rope = int(text.qk_rope_head_dim)
-        out.update(kv_elements=int(text.kv_lora_rank) + rope, kv_replicated=True,
+        # Prefill runs it as multi-head attention over the up-projected keys and values
+        # (q·k over nope + rope dims, v over v_head_dim); decode over the latent itself,
+        # every head scoring kv_lora_rank + rope dims and summing kv_lora_rank ones (vLLM's
+        # MLA common backend: "compute friendly" prefill, "data-movement friendly" decode).
+        rope, latent = int(text.qk_rope_head_dim), int(text.kv_lora_rank)
+        out.update(kv_elements=latent + rope, kv_replicated=True,
                    attention_width=heads * (int(text.qk_nope_head_dim) + rope
-                                            + int(text.v_head_dim)) // 2)  # fmt: skip
+                                            + int(text.v_head_dim)) // 2,
+                   decode_attention_width=heads * (latent + rope + latent) // 2)  # fmt: skip
     else:
         head_dim = int(getattr(text, "head_dim", None) or hidden // heads)
         kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)

@@ -282,3 +282,20 @@ def test_a_modelopt_checkpoint_directory_is_read_with_its_quant_config(tmp_path)
     read, _ = read_model_config(str(tmp_path))
     assert read["quantization_config"]["quant_algo"] == "NVFP4"
     assert size_config(read).checkpoint.method == "nvfp4"
+
+
+def test_an_mla_decode_step_attends_over_the_latent():
+    config = CONFIGS["deepseek-v3"]
+    shapes = Shapes.from_config(config)
+    heads, latent = config["num_attention_heads"], config["kv_lora_rank"]
+    rope = config["qk_rope_head_dim"]
+    # Per context token per layer: q·k over latent + rope dims and p·v over the latent,
+    # two FLOPs a multiply-add, every head.
+    per_token = 2 * heads * (latent + rope) + 2 * heads * latent
+    layers = shapes.sized.full_layers
+    grown = shapes.decode_flops(1, 2000) - shapes.decode_flops(1, 1000)
+    assert grown == pytest.approx(per_token * layers * 1000)
+    # A prefill chunk multiplies the up-projected heads instead (nope + rope, v).
+    nope, v = config["qk_nope_head_dim"], config["v_head_dim"]
+    prefill = shapes.chunk_flops(1, 2000) - shapes.chunk_flops(1, 1000)
+    assert prefill == pytest.approx(2 * heads * (nope + rope + v) * layers * 1000)

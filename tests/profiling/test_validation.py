@@ -32,7 +32,7 @@ BOUND_ALL_ROWS = 0.11
 BOUND_TTFT = 0.12
 BOUND_ITL_TPOT = 0.11
 # The rows of mixtures of experts (Mixtral, DeepSeek-V3/R1, Qwen3-MoE, Llama-4, gpt-oss)
-# miss by their own, wider margin: throughput 17.7 % over 26 rows, ITL/TPOT 39.8 % over 8,
+# miss by their own, wider margin: throughput 17.7 % over 26 rows, ITL/TPOT 39.2 % over 8,
 # TTFT 61.9 % over 4 (two of them bursts of every request at once). A ratchet as above;
 # their band is the one an estimate of such a model carries.
 MOE_BOUNDS = {"throughput": 0.18, "itl_tpot": 0.40, "ttft": 0.62}
