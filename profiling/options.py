@@ -92,7 +92,9 @@ LOAD = (
 DEPLOYMENT = (
     Option("weights", "hardware", CHOICE, "auto", "Weights served in",
            "The precision the deployment serves its weights in (fp8 is how most H100/H200 "
-           "fleets serve; int8 and int4 are weight-only). auto: the model's own dtype.",
+           "fleets serve; int8 and int4 are weight-only; fp4 is NVFP4 on Blackwell's FP4 "
+           "cores). auto: as the checkpoint ships (its block fp8, MXFP4 or NVFP4 "
+           "included), else its 16-bit dtype.",
            "--weights", choices=tuple(WEIGHT_FORMATS), metavar="FORMAT"),
     Option("kv_cache", "hardware", CHOICE, "auto", "KV cache in",
            "fp8 halves the KV cache's bytes (twice the requests fit, each decode step "
