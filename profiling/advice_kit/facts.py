@@ -56,6 +56,7 @@ class Facts:
     # Whether some configuration of the user's GPUs meets the targets (the deployment
     # search's answer; None: not searched, or no target).
     meets_on_your_gpus: bool | None = None
+    kv_dtype: str = ""  # the KV cache's format the figures are for ("": the weights' rule)
     measured_gpu: str | None = None  # the catalog key of the GPU a profile measured on
 
     @property
@@ -136,6 +137,7 @@ class Facts:
             queue_share=projection.queue_share,
             served=projection.served,
             spec_acceptance=spec_acceptance,
+            kv_dtype=projection.kv_dtype,
         )
 
 

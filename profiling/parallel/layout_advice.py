@@ -41,10 +41,11 @@ def layout_advice(facts: Facts) -> list[Outcome]:
     dtype = facts.dtype if own else "bfloat16"
     rates = assumed(gpu, dtype, shapes.num_layers)
     count = facts.gpu_count
-    found = layouts.search(shapes, rates, dtype, work, gpu, count)
+    kv = facts.kv_dtype if own else ""  # the figures' KV format, with their weights'
+    found = layouts.search(shapes, rates, dtype, work, gpu, count, kv)
     pick = layouts.best(found)
     if pick is None:
-        return _more_gpus(facts, found, rates, dtype)
+        return _more_gpus(facts, found, rates, dtype, kv)
     base = next((x for x in found if x.tp == count and x.pp == 1 and x.ep == 1), None)
     if base is None or pick is base:
         if count == 1:
@@ -85,7 +86,7 @@ def layout_advice(facts: Facts) -> list[Outcome]:
     )]  # fmt: skip
 
 
-def _more_gpus(facts: Facts, found: list[Layout], rates, dtype: str) -> list[Outcome]:
+def _more_gpus(facts: Facts, found: list[Layout], rates, dtype: str, kv: str = "") -> list[Outcome]:
     gpu, work, count = facts.gpu, facts.workload, facts.gpu_count
     assert gpu is not None and facts.shapes is not None
     if not any(x.fits for x in found):
@@ -93,7 +94,7 @@ def _more_gpus(facts: Facts, found: list[Layout], rates, dtype: str) -> list[Out
     for more in (2 * count, 4 * count, 8 * count):
         if more > 64:
             break
-        pick = layouts.best(layouts.search(facts.shapes, rates, dtype, work, gpu, more))
+        pick = layouts.best(layouts.search(facts.shapes, rates, dtype, work, gpu, more, kv))
         if pick is None or pick.served is None:
             continue
         before = facts.tpot_seconds

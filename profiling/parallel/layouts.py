@@ -79,8 +79,10 @@ def search(
     workload: Workload,
     gpu: GPU,
     gpus: int,
+    kv_dtype: str = "",
 ) -> list[Layout]:
-    """Every tp × pp × replicas using all `gpus`, served at the workload (those that fit)."""
+    """Every tp × pp × replicas using all `gpus`, served at the workload (those that fit),
+    the KV cache in `kv_dtype` ("": the weights' rule, `precision.kv_format`)."""
     out = []
     for tp in SIZES:
         for pp in SIZES:
@@ -89,28 +91,30 @@ def search(
             replicas = gpus // (tp * pp)
             users = math.ceil(workload.concurrency / replicas)
             layout = Layout(tp, pp, replicas, users, fits=False)
-            out.append(_serve(layout, shapes, calibration, dtype, workload, gpu))
+            out.append(_serve(layout, shapes, calibration, dtype, workload, gpu, kv_dtype))
     for ep in SIZES[1:] if shapes.num_experts else ():
         if gpus % ep or shapes.num_experts % ep:
             continue
         users = math.ceil(workload.concurrency / (gpus // ep))
         layout = Layout(1, 1, gpus // ep, users, fits=False, ep=ep)
-        out.append(_serve_experts(layout, shapes, calibration, dtype, workload, gpu))
+        out.append(_serve_experts(layout, shapes, calibration, dtype, workload, gpu, kv_dtype))
     return out
 
 
 def _serve(
-    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU
+    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU,
+    kv: str = "",
 ) -> Layout:
     devices = layout.tp * layout.pp
     usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, layout.tp))
-    capacity = kv_capacity_tokens(shapes, dtype, "", gpu, devices, usable)
+    capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, devices, usable,
+                                  context=w.context_tokens)  # fmt: skip
     if capacity is None or capacity < w.context_tokens * layout.users:
         return layout  # its users' KV caches do not fit beside the weights
     # The pp stages hold pp groups of users in flight, one group per stage: each group
     # is served like a tp-way engine whose pass also crosses the stage boundaries.
     groups = min(layout.pp, layout.users)
-    step = Staged(StepModel(shapes, calibration, dtype, "", layout.tp, gpu), layout.pp)
+    step = Staged(StepModel(shapes, calibration, dtype, kv, layout.tp, gpu), layout.pp)
     ttft, tpot = _targets(w)
     served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
                       concurrency=math.ceil(layout.users / groups), kv_tokens=capacity // groups,
@@ -123,13 +127,15 @@ def _serve(
 
 
 def _serve_experts(
-    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU
+    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU,
+    kv: str = "",
 ) -> Layout:
     """Each of the ep ranks serves its share of the copy's users, its KV cache in the
     memory the shared weights and its experts leave."""
-    step = ExpertParallel(StepModel(shapes, calibration, dtype, "", 1, gpu), layout.ep)
+    step = ExpertParallel(StepModel(shapes, calibration, dtype, kv, 1, gpu), layout.ep)
     usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, 1))
-    capacity = kv_capacity_tokens(shapes, dtype, "", gpu, 1, usable, step.weights_held())
+    capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, 1, usable, step.weights_held(),
+                                  w.context_tokens)  # fmt: skip
     users = math.ceil(layout.users / layout.ep)
     if capacity is None or capacity < w.context_tokens * users:
         return layout

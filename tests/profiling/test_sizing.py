@@ -299,3 +299,18 @@ def test_an_mla_decode_step_attends_over_the_latent():
     nope, v = config["qk_nope_head_dim"], config["v_head_dim"]
     prefill = shapes.chunk_flops(1, 2000) - shapes.chunk_flops(1, 1000)
     assert prefill == pytest.approx(2 * heads * (nope + rope + v) * layers * 1000)
+
+
+def test_the_layout_advice_serves_the_kv_cache_the_checkpoint_declares():
+    from profiling.advice.build import estimate_report
+    from profiling.config import Hardware, Workload
+
+    shapes = Shapes.from_config(CONFIGS["deepseek-v3.1-nvfp4"])
+    gpu = lookup("B200")
+    # The deployment as the estimate command makes it for this checkpoint: fp8 KV.
+    deployment = Hardware(gpu_kind="B200", gpu_count=8, kv_cache="fp8")
+    advice, points = estimate_report(shapes, gpu, 8, serving_precision(shapes, ""), Workload(),
+                                     deployment=deployment)  # fmt: skip
+    throughput = next(p.predicted for p in points if p.metric == "output_tokens_per_second")
+    layout = next(o for o in advice.not_recommended if "best layout" in o.why)
+    assert f"{throughput:,.0f} tok/s" in layout.why
