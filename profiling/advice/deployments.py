@@ -19,6 +19,7 @@ from profiling.engine.commands import launch_command
 from profiling.engine.results import EngineResult, ServingPoint
 from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import Deployments, deployments
+from profiling.projection.precision import model_format
 from profiling.projection.search import Measured, Scenario
 from profiling.quantization.results import MEASURED as MEASURED_VARIANT
 from profiling.quantization.results import QuantizationResult, QuantVariant
@@ -58,8 +59,7 @@ def scenario(
         acceptance, basis, draft = facts.spec_acceptance, "given", "draft head"
     # The model's own format: 16-bit, or the checkpoint's where it ships quantized (the
     # search then never quantizes it again).
-    own = facts.dtype in ("bfloat16", "float16") or facts.dtype.startswith("checkpoint-")
-    dtype = facts.dtype if own else "bfloat16"
+    dtype = model_format(facts.dtype)
     hit_rate, hit_basis = prefix_hits(facts, engine)
     return Scenario(facts.shapes, facts.gpu, count, dtype, facts.workload, current,
                     acceptance, basis, draft or "draft head", quality(engine, quantization),

@@ -24,6 +24,7 @@ from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, ms
 from profiling.parallel import layouts
 from profiling.parallel.layouts import Layout
 from profiling.projection.calibration import assumed
+from profiling.projection.precision import model_format
 
 KEY = "parallel.layouts"
 CAVEAT = (
@@ -37,8 +38,8 @@ def layout_advice(facts: Facts) -> list[Outcome]:
     if gpu is None or shapes is None:
         return []
     # The model's own format: 16-bit, or the checkpoint's where it ships quantized.
-    own = facts.dtype in ("bfloat16", "float16") or facts.dtype.startswith("checkpoint-")
-    dtype = facts.dtype if own else "bfloat16"
+    dtype = model_format(facts.dtype)
+    own = dtype == facts.dtype
     rates = assumed(gpu, dtype, shapes.num_layers)
     count = facts.gpu_count
     kv = facts.kv_dtype if own else ""  # the figures' KV format, with their weights'

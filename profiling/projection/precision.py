@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from profiling.measure.hardware import GPU
-from profiling.model.shapes import CHECKPOINT
+from profiling.model.shapes import CHECKPOINT, Shapes
 
 # Quantized kernels do more than read bytes: an assumed share added to the time the
 # bytes take. Weight-only kernels unpack each weight (int4 kernels are published at
@@ -83,6 +83,9 @@ PRECISIONS = {
 }  # fmt: skip
 
 
+_NONE = Precision("", "", "bfloat16", "bfloat16")
+
+
 def checkpoint_precision(compute: str) -> str:
     """The precision key that serves a quantized checkpoint whose method multiplies in
     `compute` (`profiling.model.sizing.Checkpoint.compute`)."""
@@ -108,6 +111,19 @@ def kv_format(weights: str, kv: str = "") -> str:
         return kv
     fmt = weights_format(weights)
     return fmt if fmt in ("float32", "bfloat16", "float16") else "bfloat16"
+
+
+def model_format(dtype: str) -> str:
+    """The model's own serving format behind `dtype`: a 16-bit dtype or a checkpoint's
+    own precision as it is; anything else (a quantization asked for) its bf16 base."""
+    own = dtype in ("bfloat16", "float16") or PRECISIONS.get(dtype, _NONE).from_checkpoint
+    return dtype if own else "bfloat16"
+
+
+def already_quantized(shapes: Shapes, dtype: str) -> bool:
+    """Whether `dtype`'s weights are below 16 bits on this model (a checkpoint that ships
+    quantized included): never advised to quantize again."""
+    return shapes.bytes_per_param(weights_format(dtype)) < 1.99
 
 
 def serving_precision(shapes: object, asked: str) -> str:

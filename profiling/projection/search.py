@@ -33,7 +33,7 @@ from profiling.projection.calibration import Calibration, assumed
 from profiling.projection.configurations import Configuration
 from profiling.projection.expert_parallel import ExpertParallel
 from profiling.projection.fit import activation_bytes, usable_bytes
-from profiling.projection.precision import weights_format
+from profiling.projection.precision import already_quantized, weights_format
 from profiling.projection.serving import Served, simulate
 from profiling.projection.speculation import Speculating, best_draft_length, draft_bytes
 from profiling.projection.step_time import Staged, StepModel, kv_capacity_tokens
@@ -312,7 +312,7 @@ def weight_formats(sc: Scenario) -> tuple[str, ...]:
     """The weight formats the search tries: the model's own, and where it is 16-bit the
     usual quantizations (fp4 only where the GPU has FP4 tensor cores). A checkpoint that
     ships quantized is never quantized again."""
-    if sc.shapes.bytes_per_param(weights_format(sc.dtype)) < 1.99:
+    if already_quantized(sc.shapes, sc.dtype):
         return ("auto",)
     return WEIGHTS + (("fp4",) if sc.gpu.fp4_flops_per_second else ())
 

@@ -24,7 +24,7 @@ from profiling.advice_kit.facts import Facts
 from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
 from profiling.projection.calibration import assumed
 from profiling.projection.estimate import Projection, project
-from profiling.projection.precision import PRECISIONS, Precision, weights_format
+from profiling.projection.precision import PRECISIONS, Precision, already_quantized
 from profiling.units import size
 
 CANDIDATES = ("fp8", "w8a8-int8", "int8-weight-only", "int4-weight-only")  # best quality first
@@ -44,7 +44,7 @@ def precision_estimate(facts: Facts, goal: str) -> list[Outcome] | None:
     gpu, shapes, w = facts.gpu, facts.shapes, facts.workload
     if facts.basis != ESTIMATED or gpu is None or shapes is None:
         return None
-    if shapes.bytes_per_param(weights_format(facts.dtype)) < 1.99:
+    if already_quantized(shapes, facts.dtype):
         return []  # already quantized (a checkpoint shipped quantized included)
     count, layers = facts.gpu_count, shapes.num_layers
 
