@@ -385,6 +385,7 @@ def project_expert_parallel(
     rate: float,
     requests: int | None,
     replicas: int,
+    lined_up: bool = False,
 ) -> tuple[Served | None, float, list[str]]:
     """The row served by `replicas` copies of `ep` expert-parallel ranks, each rank an
     engine of its own set up as `profiling.projection.search.engine` sets up an
@@ -405,6 +406,7 @@ def project_expert_parallel(
             concurrency=0 if rate else math.ceil(concurrency / engines), rate=rate / engines,
             requests=math.ceil(requests / engines) if requests else None, kv_tokens=capacity,
             max_batched_tokens=engine.max_batched_tokens, max_seqs=engine.max_seqs,
+            lined_up=lined_up,
         )  # fmt: skip
     except ValueError as exc:
         return None, 0.0, notes + [f"not served by the simulated engine ({exc})"]
@@ -527,10 +529,12 @@ def express(
     out["expressible"] = True
     # What of the model's architecture this row exercises: a band covers only those.
     out["features"] = validation.features(shapes)
-    rate, concurrency = 0.0, 0
+    rate, concurrency, lined_up = 0.0, 0, False
     if mode == "online-concurrency":
-        concurrency = row["concurrency"]
-        out["setup"]["served_by"] = f"project(concurrency={concurrency})"
+        # A benchmark client at a concurrency limit sends its first `concurrency`
+        # requests at once: the start-up wave is in the printed means and throughput.
+        concurrency, lined_up = row["concurrency"], True
+        out["setup"]["served_by"] = f"project(concurrency={concurrency}, every user at t=0)"
     elif mode == "online-rate":
         rate = row["request_rate"]
         out["setup"]["served_by"] = f"project(rate={rate:g}/s Poisson)"
@@ -545,14 +549,14 @@ def express(
     if ep > 1:
         served, throughput, ep_notes = project_expert_parallel(
             shapes, calibration, dtype, isl, osl, concurrency, gpu, ep, kv_dtype=kv,
-            engine=engine, rate=rate, requests=requests, replicas=replicas,
+            engine=engine, rate=rate, requests=requests, replicas=replicas, lined_up=lined_up,
         )  # fmt: skip
         out["setup"]["served_by"] += f", {ep} expert-parallel ranks"
         why_not = "" if served is not None else "; ".join(ep_notes)
     else:
         projection = project(
             shapes, calibration, dtype, isl, osl, concurrency, gpu, tp, kv_dtype=kv,
-            engine=engine, rate=rate, requests=requests, replicas=replicas,
+            engine=engine, rate=rate, requests=requests, replicas=replicas, lined_up=lined_up,
         )  # fmt: skip
         served, throughput = projection.served, projection.decode_tokens_per_second
         why_not = "" if served is not None else "; ".join(projection.notes)

@@ -87,6 +87,7 @@ def project(
     requests: int | None = None,
     replicas: int = 1,
     stages: int = 1,
+    lined_up: bool = False,
 ) -> Projection:
     """TTFT, TPOT, throughput and fit for a workload served by `replicas` copies of an
     engine on `gpu_count` devices in tensor parallel (weights and KV split over them),
@@ -94,8 +95,9 @@ def project(
     arriving at `rate` per second (open loop, Poisson; `requests` of them, or as many
     as the simulation needs). `cached_tokens`: a prompt prefix found in the prefix
     cache, shared by every request (`cached_shared`) or each request's own (a
-    conversation's history). `stages`: pipeline stages of `gpu_count` devices each, a
-    group of requests in flight per stage. `engine`: the limits of the engine the
+    conversation's history). `lined_up`: a benchmark's start, every user at t = 0
+    (`profiling.projection.serving.simulate`). `stages`: pipeline stages of `gpu_count`
+    devices each, a group of requests in flight per stage. `engine`: the limits of the engine the
     projection stands for (default: vLLM's on `gpu`)."""
     engine = engine or limits(gpu)
     per_copy = math.ceil(concurrency / replicas)
@@ -127,7 +129,7 @@ def project(
                 max_batched_tokens=engine.max_batched_tokens, max_seqs=engine.max_seqs,
                 ttft_slo=ttft_ms / 1e3 if ttft_ms else None,
                 tpot_slo=tpot_ms / 1e3 if tpot_ms else None, cached_tokens=cached,
-                cached_shared=cached_shared,
+                cached_shared=cached_shared, lined_up=lined_up,
             )  # fmt: skip
         except ValueError as exc:
             notes.append(f"not served by the simulated engine ({exc})")

@@ -141,6 +141,7 @@ def simulate(
     seed: int = 0,
     cached_tokens: int = 0,
     cached_shared: bool = True,
+    lined_up: bool = False,
 ) -> Served:
     """Serve `requests` requests of `prompt_tokens` + `output_tokens` to `concurrency`
     closed-loop users (or at `rate` requests/s, open loop) and measure them as a
@@ -149,7 +150,11 @@ def simulate(
     and the prefix's KV is held once for all of them (`cached_shared`; a conversation's
     own history, reused by its next turn, is held by each request). The scheduler's limits
     (`max_seqs`, `max_batched_tokens`) default to vLLM's on the step's GPU
-    (`profiling.projection.engines`)."""
+    (`profiling.projection.engines`). `lined_up`: the closed-loop users all send their
+    first request at t = 0 and the throughput is the whole run's (tokens over its
+    duration), as a benchmark client with a concurrency limit runs and prints it
+    (`vllm bench serve --max-concurrency`): its start-up wave is in every figure. Without
+    it the users are in steady state, as a deployment's are."""
     engine = limits(getattr(step, "gpu", None))
     max_seqs = max_seqs or engine.max_seqs
     max_batched_tokens = max_batched_tokens or engine.max_batched_tokens
@@ -175,7 +180,11 @@ def simulate(
 
     rng = random.Random(seed)
     arrivals: list[_Request] = []  # due, sorted latest first (pop() takes the earliest)
-    if closed:
+    if closed and lined_up:
+        arrivals.extend(_Request(0.0, prompt_tokens, output_tokens, cached)
+                        for _ in range(concurrency))  # fmt: skip
+        issued = concurrency
+    elif closed:
         # Users in steady state are spread over one request's duration, not lined up at
         # t = 0 (with equal lengths a lined-up start would stay in lock-step for ever).
         # A steady step carries the rows' share of prompt work too: one prompt for
@@ -307,6 +316,8 @@ def simulate(
 
     if not done:
         raise ValueError("the workload is too long to simulate request by request")
+    if lined_up:  # the benchmark's figure: every token over the whole run
+        ramped, steady = [0.0, 0], [now, tokens_out]
     served = _measure(
         done, gaps, gap_weights, now, steps, mixed_steps, busy_rows, busy_time,
         ramped, steady or [now, tokens_out], closed,

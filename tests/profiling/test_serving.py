@@ -57,6 +57,23 @@ def test_one_user_with_fixed_steps_is_exact():
     assert served.itl.p50 == pytest.approx(0.01)
 
 
+def test_a_benchmark_start_lines_every_user_up_at_t0():
+    # A benchmark client at a concurrency limit sends both first requests at t = 0:
+    # A's prompt fills step 1; B's takes steps 2 and 3 beside A's decode row. A ends
+    # at step 10, B at step 12, and the run's 20 tokens over 0.12 s is its throughput.
+    served = simulate(fixed_step(0.01), 1000, 10, concurrency=2, requests=2,
+                      max_batched_tokens=1000, lined_up=True)  # fmt: skip
+    assert served.ttft.p50 == pytest.approx(0.01)
+    assert served.ttft.p99 == pytest.approx(0.03)
+    assert served.ttft_mean == pytest.approx(0.02)
+    assert served.e2e.p99 == pytest.approx(0.12)
+    assert served.output_tokens_per_second == pytest.approx(20 / 0.12)
+    # In steady state B arrives half a request later, after A's prompt: no wave.
+    steady = simulate(fixed_step(0.01), 1000, 10, concurrency=2, requests=2,
+                      max_batched_tokens=1000)  # fmt: skip
+    assert steady.ttft_mean < served.ttft_mean
+
+
 def test_a_prompt_longer_than_the_step_budget_takes_several_steps():
     served = simulate(fixed_step(0.01), 1000, 4, concurrency=1, requests=3, max_batched_tokens=256)
     assert served.ttft.p50 == pytest.approx(0.04)  # 256 + 256 + 256 + 232 tokens
