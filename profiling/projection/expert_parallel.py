@@ -31,7 +31,8 @@ class ExpertParallel:
         fewer = self.weights_read(tokens) - s.weights_read(self.format, tokens)
         bytes_ += fewer * (1 + dequant(self.step.dtype))
         seconds = self.step.time_of(flops, bytes_, bool(chunks), rows)
-        return seconds + all_to_all_seconds(s, tokens, self.ep, self.step.gpu)
+        floor = self.step.moe_floor(s.experts_touched(tokens * self.ep) / self.ep)
+        return seconds + floor + all_to_all_seconds(s, tokens, self.ep, self.step.gpu)
 
     @property
     def format(self) -> str:

@@ -44,6 +44,14 @@ class Rates(Protocol):
 ALLREDUCE_LATENCY_S = 10e-6
 ASSUMED_LINK_BYTES_PER_SECOND = 32e9  # PCIe 4.0 x16, where no GPU is named
 ACTIVATION_BYTES = 2  # bf16/fp16 activations
+# A mixture-of-experts layer's routed-expert kernels (routing, the grouped GEMMs, the
+# combine) take a fixed time however few bytes their rows touch: vLLM's Triton fused-MoE
+# kernel measured 29.45 µs at batch 1 on one H100 for Qwen3-Next-80B-A3B-FP8 at TP=4
+# (E=512, N=128; https://github.com/vllm-project/vllm/pull/44830, baseline column), a
+# shape whose expert bytes take ~3 µs at the HBM's speed. A step's MoE layer takes the
+# longer of this floor and its expert bytes' time (one GPU-kernel figure for every
+# catalog GPU: AMD's are slower still at batch 1, so this errs fast there).
+MOE_LAYER_FLOOR_S = 29.45e-6
 
 
 def link_bytes_per_second(gpu: GPU | None) -> float:
@@ -105,7 +113,24 @@ class StepModel:
         of each prompt chunk, the offset being the prompt tokens already cached."""
         flops, bytes_, tokens = self.work(rows, context, chunks)
         seconds = self.time_of(flops, bytes_, bool(chunks), rows)
-        return seconds + allreduce_seconds(self.shapes, tokens, self.devices, self.gpu)
+        experts = self.shapes.experts_touched(tokens) / self.devices
+        return (
+            seconds
+            + self.moe_floor(experts)
+            + allreduce_seconds(self.shapes, tokens, self.devices, self.gpu)
+        )
+
+    def moe_floor(self, experts: float) -> float:
+        """What the MoE layers' fixed kernel time adds to a step on a GPU where each layer
+        reads `experts` routed experts' worth of bytes per device: the floor less the
+        time those bytes already take (`MOE_LAYER_FLOOR_S`); 0 for a dense model or
+        without a GPU (a measured CPU fit carries its own per-pass cost)."""
+        s = self.shapes
+        rate = getattr(self.rates.decode, "bytes_per_second", None)
+        if not s.sized.moe_layers or self.gpu is None or not rate:
+            return 0.0
+        read = experts * s.expert_bytes(weights_format(self.dtype)) * (1 + dequant(self.dtype))
+        return s.sized.moe_layers * max(0.0, MOE_LAYER_FLOOR_S - read / rate)
 
     def work(
         self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()

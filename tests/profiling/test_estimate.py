@@ -268,3 +268,23 @@ def test_a_mixture_of_experts_reads_only_the_experts_its_rows_route_to() -> None
     assert many / everything > 0.99  # a big batch touches nearly every expert
     dense = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
     assert dense.decode_bytes("bfloat16", 1, 0) == dense.weights_bytes("bfloat16")
+
+
+def test_an_moe_layer_takes_at_least_its_kernels_floor_and_a_dense_one_none() -> None:
+    from profiling.projection.step_time import MOE_LAYER_FLOOR_S, StepModel
+
+    gpu = hardware.lookup("H100")
+    configs = shipped_configs()
+    moe = Shapes.from_config(configs["gpt-oss-120b"])
+    step = StepModel(moe, assumed(gpu, "bfloat16", moe.num_layers), "bfloat16", "", 8, gpu)
+    # One token at TP=8: each layer's 4 bf16 experts are ~25 MB over 8 GPUs, ~10 µs of
+    # HBM time at the assumed share: the rest of the floor is added in every MoE layer.
+    one = step.moe_floor(moe.experts_touched(1) / 8)
+    read = 4 * moe.expert_bytes("bfloat16") / 8 / step.rates.decode.bytes_per_second
+    assert 5e-6 < read < 15e-6
+    assert one == pytest.approx(moe.sized.moe_layers * (MOE_LAYER_FLOOR_S - read))
+    # A large batch reads every expert: its bytes take longer than the floor.
+    assert step.moe_floor(moe.experts_touched(512) / 8) == 0.0
+    dense = Shapes.from_config(configs["llama-3.1-8b"])
+    flat = StepModel(dense, assumed(gpu, "bfloat16", dense.num_layers), "bfloat16", "", 1, gpu)
+    assert flat.moe_floor(0.0) == 0.0
