@@ -14,9 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.advice import deployments
-from profiling.advice.bottleneck import classify, label, prompt_reuse
+from profiling.advice.bottleneck import classify, label, prompt_reuse, smallest_weights
 from profiling.advice.missing import missing
-from profiling.advice.stability import close_call, near_the_bar
+from profiling.advice.ranking import RANKING, rank, resampled, screen, uncertainty_note
+from profiling.advice.stability import near_the_bar
 from profiling.advice_kit.advice_results import (
     CALIBRATED,
     ESTIMATED,
@@ -41,13 +42,6 @@ from profiling.projection.validation import band, unchecked
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
 from profiling.techniques import TECHNIQUES
 from profiling.units import size
-
-RANKING = (
-    "changes to the GPUs you have before more GPUs; recommendations acting on the "
-    "bottleneck first; among those, the ones meeting your targets, then measured ones "
-    "before estimated stand-ins; then by expected gain: the factor by which the figure they act on "
-    "improves (TPOT, TTFT, or requests that fit; making the workload fit counts as 10×)"
-)
 
 
 def advise(
@@ -83,10 +77,16 @@ def advise(
         for outcome in outcomes:
             bucket = recommendations if isinstance(outcome, Recommendation) else refused
             bucket.append(outcome)  # type: ignore[arg-type]
-    recommendations = deployments.rank(recommendations, bottleneck, facts.workload)
-    notes = [n for n in (close_call(recommendations), near_the_bar(recommendations)) if n]
+    # One rule screens and orders them (`profiling.advice.ranking`).
+    recommendations, set_aside = screen(recommendations)
+    refused += set_aside
+    named = facts.gpu_count or None
+    recommendations = rank(recommendations, bottleneck, facts.workload, named)
+    shaky = resampled(recommendations, bottleneck, facts.workload, named)
+    first = recommendations[0] if recommendations else None
+    notes = [n for n in (uncertainty_note(shaky, first), near_the_bar(recommendations)) if n]
     notes += [deployments.headline(found)] if found and found.first else []
-    reason = why(bottleneck, facts, ran)
+    reason = why(bottleneck, facts, ran, tolerance)
     agrees, note = agreement(facts, bottleneck, reason)
     if by_engine and engine is not None:
         notes.append(
@@ -113,14 +113,24 @@ def advise(
     )
 
 
-def why(bottleneck: str, facts: Facts, ran: Experiments) -> str:
+def why(
+    bottleneck: str,
+    facts: Facts,
+    ran: Experiments,
+    tolerance: QualityTolerance = DEFAULT_TOLERANCE,
+) -> str:
     """The deciding figures of `bottleneck` in one clause."""
     fit = facts.fit
     if bottleneck in ("memory", "devices") and fit is not None:
         where = f"{fit.gpu_count}× {fit.gpu_kind}"
         need, usable = size(fit.required_bytes), size(fit.available_bytes)
         text = f"weights + KV cache need {need} of {usable} usable on {where}"
-        return text + (", even with quantized weights" if bottleneck == "devices" else "")
+        if bottleneck != "devices":
+            return text
+        small, how = smallest_weights(facts, ran, tolerance)
+        if how.startswith("quantization.variants["):
+            how = "the smallest measured variant within the quality tolerance"
+        return text + f", even with {size(small)} of weights: {how}"
     if bottleneck == "prompt":
         reuse, _ = prompt_reuse(facts, ran)
         text = f"prefill is {facts.prefill_share:.0%} of a request's time"

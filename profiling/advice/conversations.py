@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiling import serde
-from profiling.advice.deployments import rank
+from profiling.advice.ranking import rank
 from profiling.advice_kit.advice_results import Advice, Recommendation
 from profiling.caching.conversations import (
     engine_check,
@@ -114,8 +114,8 @@ def attach_conversations(
         profile.warnings.append(f"the conversations could not be projected: {exc}")
         return
     if profile.advice is not None and profile.conversations["advice"]["recommended"]:
-        add_to_advice(profile.advice, serde.from_dict(Recommendation,
-                                                      profile.conversations["advice"]))  # fmt: skip
+        tier = serde.from_dict(Recommendation, profile.conversations["advice"])
+        add_to_advice(profile.advice, tier, workload, hw.gpu_count)
 
 
 def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
@@ -183,12 +183,18 @@ def _hit_note(capacity: int | None, calibration: str) -> str:
     )
 
 
-def add_to_advice(advice: Advice, recommendation: Recommendation) -> None:
+def add_to_advice(
+    advice: Advice,
+    recommendation: Recommendation,
+    workload: Workload | None = None,
+    devices: int | None = None,
+) -> None:
     """The tier among the advice's recommendations, ranked as the others are; the
     advice's one line names it where it becomes the first thing to do. (Where it is not
     recommended, the conversations section says why: the advice's list of techniques set
     aside is for the techniques the job measured or estimated for its workload.)"""
-    advice.recommendations = rank([*advice.recommendations, recommendation], advice.bottleneck)
+    ranked = [*advice.recommendations, recommendation]
+    advice.recommendations = rank(ranked, advice.bottleneck, workload, devices)
     if advice.first is recommendation:
         head = advice.summary.split(" First: ")[0].split(" No technique")[0]
         effect, basis = recommendation.expected_effect.text, recommendation.basis

@@ -1,10 +1,6 @@
 """The deployment search for the advice: the scenario from the facts, the user's current
 deployment and what the experiments measured; the launch command of each
-configuration; the ranking rule the recommendations follow.
-
-The ranking: what needs no GPUs beyond the user's first; then what acts on the
-bottleneck; then what meets the user's targets (a recommendation's own figures, or
-its technique's section saying it cannot); measured before estimated; then the gain.
+configuration. (The recommendations' order is `profiling.advice.ranking`'s.)
 """
 
 from __future__ import annotations
@@ -12,7 +8,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from profiling.advice_kit.advice_results import MEASURED, Recommendation
 from profiling.advice_kit.facts import Facts
 from profiling.config import Hardware, Workload
 from profiling.engine.commands import launch_command
@@ -247,29 +242,3 @@ def headline(found: Deployments) -> str:
     text = f"Deployments searched: {where}, {first.configuration.name} ({first.basis}): {figures}"
     room = found.headroom(found.pick)
     return text + (f"; {room}" if room else "") + "."
-
-
-def meets(r: Recommendation, w: Workload) -> bool | None:
-    """Whether `r` meets the targets: its own flag, else its expected TPOT and TTFT."""
-    if r.meets_targets is not None or not (w.tpot_ms or w.ttft_ms):
-        return r.meets_targets
-    after = {c.metric: c.after for c in r.expected_effect.changes}
-    verdicts = [after["tpot_ms"] <= w.tpot_ms for _ in [0] if w.tpot_ms and "tpot_ms" in after]
-    verdicts += [after["ttft_ms"] <= w.ttft_ms for _ in [0] if w.ttft_ms and "ttft_ms" in after]
-    if not verdicts:
-        return None
-    return all(verdicts)
-
-
-def rank(
-    recommendations: list[Recommendation], bottleneck: str, w: Workload | None = None
-) -> list[Recommendation]:
-    """The ranking the module's docstring states; a recommendation that meets the
-    targets before one of unknown effect on them, before one that misses them."""
-    order = {True: 0, None: 1, False: 2}
-
-    def key(r: Recommendation) -> tuple:
-        met = order[meets(r, w)] if w is not None else 1
-        return (r.more_hardware, r.serves != bottleneck, met, r.basis != MEASURED, -r.gain)
-
-    return sorted(recommendations, key=key)

@@ -4,8 +4,9 @@ The answer of a run is its first *measured* recommendation ("" when it has
 none: its actions are estimates, each marked so with the experiment to run).
 Each run either gives the same answer as most runs, or says why it cannot
 tell: the usual answer's effect was inconclusive in the run (inside its
-noise), the run has no measured win and says so, it notes a close call
-between its first two, or it notes that its answer clears the bar worth acting
+noise), the run has no measured win and says so, it notes that another
+recommendation wins a material share of the resampled rankings
+(`profiling.advice.ranking.resampled`), or it notes that its answer clears the bar worth acting
 on by less than its own noise (`near_the_bar`). A measured win that most runs do not find, with no
 such word, is an unstable answer. Used by the stability test and by
 `bench/report.py`. No torch.
@@ -16,11 +17,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
+from profiling.advice.ranking import WITHIN_NOISE
 from profiling.advice_kit.advice_results import MEASURED, Advice, Recommendation
 from profiling.advice_kit.rule_kit import MIN_GAIN
 from profiling.measure.stats import rerun_misses
 
-TOO_CLOSE = "too close to call"
 RERUNS_DIFFER = "a rerun would call it inconclusive"
 
 
@@ -47,7 +48,7 @@ def answers(advices: list[Advice]) -> list[RunAnswer]:
     out = []
     for advice, (technique, setting) in zip(advices, tops, strict=True):
         inconclusive = {n.technique for n in advice.not_recommended if n.inconclusive}
-        close = any(TOO_CLOSE in note or RERUNS_DIFFER in note for note in advice.notes)
+        close = any(WITHIN_NOISE in note or RERUNS_DIFFER in note for note in advice.notes)
         says_none = technique == "" and (not usual or usual in inconclusive)
         out.append(RunAnswer(technique, setting, technique == usual,
                              usual in inconclusive or close or says_none))  # fmt: skip
@@ -61,24 +62,6 @@ def stability_rate(advices: list[Advice]) -> float:
 
 
 # -- the notes a run gives when its own answer may differ on a rerun ----------
-
-
-def close_call(recommendations: list[Recommendation]) -> str:
-    """A note when the first two measured recommendations' gains lie inside each other's
-    interval: the order between them is not something these repeats can tell."""
-    first, second = (recommendations + [None, None])[:2]
-    if first is None or second is None or first.serves != second.serves:
-        return ""
-    intervals = [(r.gain_low, r.gain_high) for r in (first, second)]
-    if any(low is None or high is None for low, high in intervals):
-        return ""
-    (low_1, _), (_, high_2) = intervals
-    if high_2 < low_1:
-        return ""
-    return (
-        f"{first.technique} ({first.gain:.2f}×) and {second.technique} ({second.gain:.2f}×) "
-        f"are {TOO_CLOSE}: their intervals overlap, so either may come first on a rerun"
-    )
 
 
 # A measured answer a rerun would fail to confirm this often or more is said to be close.

@@ -76,6 +76,19 @@ class Recommendation:
     meets_targets: bool | None = None
     # It needs GPUs beyond the user's: ranked after every change to what they have.
     more_hardware: bool = False
+    # The GPUs it runs on, where it changes them (None: the ones the job named); more
+    # than the job named ranks it as `more_hardware` (`profiling.advice.ranking`).
+    devices: int | None = None
+    # Its own section's words where its figures rule out the user's target ("even
+    # decode alone misses the 5 ms TPOT target"): it then ranks after what can help.
+    cannot: str = ""
+    # The most its gain can physically be, and why (a speculative speedup's tokens per
+    # target pass): a figure above it is an outlier, never shown as measured.
+    gain_bound: float | None = None
+    bound_why: str = ""
+    # The batch its evidence was measured at, where not the user's concurrency: its text
+    # or caveats say so.
+    measured_at_batch: int | None = None
 
 
 @dataclass

@@ -19,6 +19,9 @@ from profiling.units import significant
 MIN_GAIN = 1.05
 DISAGGREGATION_MIN_SPIKE = 1.5  # a prefill joining a decode step slows it this much or more
 MAKES_IT_FIT = 10.0
+# Timing noise allowed above a physical limit (a speculative speedup's tokens per target
+# pass, ...) before a figure is called impossible: one margin for every technique.
+BOUND_MARGIN = 1.10
 Outcome = Recommendation | NotRecommended
 
 

@@ -102,7 +102,20 @@ def _cache_recommendation(
         serves="prompt",
         gain=cold / warm,
         **(interval_fields(interval) if interval is not None else {}),
+        **_bound(result, key),
     )
+
+
+def _bound(result: CachingResult, key: str) -> dict[str, object]:
+    """A warm prefill still computes the uncached part (attending to the prefix, which only
+    adds): its TTFT is at least that part's share of the cold one."""
+    point = result.shared_prefix if key == "caching.shared_prefix" else None
+    if point is None or point.prefix_tokens >= point.prompt_tokens:
+        return {}
+    fresh = point.prompt_tokens - point.prefix_tokens
+    return {"gain_bound": point.prompt_tokens / fresh,
+            "bound_why": f"a warm prompt still prefills its {fresh} uncached tokens of "
+                         f"{point.prompt_tokens}"}  # fmt: skip
 
 
 # -- where the experiment did not run: an estimate -------------------------------

@@ -92,6 +92,9 @@ def _caching(engine: EngineResult, result: PrefixCachingResult) -> list[Outcome]
                  "would cost"],
         basis="measured", serves="prompt", gain=off / on_ms, already_on=True,
         **interval_fields(interval, f"over {repeats} requests"),
+        **({"gain_bound": 1 / (1 - result.hit_rate),
+            "bound_why": f"{1 - result.hit_rate:.0%} of prompt tokens still prefilled"}
+           if result.hit_rate < 1 else {}),
     )]  # fmt: skip
 
 
@@ -151,6 +154,9 @@ def _speculative(engine: EngineResult, facts: Facts) -> list[Outcome]:
         caveats=[f"at concurrency 1 it is {p.speedup:.2f}×{_of_server(p)}"] if p.speedup else [],
         basis="measured", serves="generation", gain=before / after,
         **interval_fields(interval, f"over {_streamed(at)} requests"),
+        **({"gain_bound": p.mean_accepted_length,
+            "bound_why": f"{p.mean_accepted_length:.2f} tokens per verify step"}
+           if p.mean_accepted_length else {}),
     )]  # fmt: skip
 
 

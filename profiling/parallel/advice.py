@@ -77,6 +77,7 @@ def parallel(
         basis=MEASURED if result.basis == BASIS_MEASURED else ESTIMATED,
         serves="devices",
         gain=MAKES_IT_FIT,
+        devices=plan.devices,
     )]  # fmt: skip
 
 
@@ -145,6 +146,7 @@ def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
         basis=ESTIMATED,
         serves="devices",
         gain=MAKES_IT_FIT,
+        devices=tp,
     )]  # fmt: skip
 
 
@@ -221,6 +223,10 @@ def disaggregation_recommendation(
     if d.ttft_disaggregated_seconds is not None:
         changes.append(Change("ttft_ms", d.prefill_seconds_per_request * 1e3,
                               d.ttft_disaggregated_seconds * 1e3, "ms"))  # fmt: skip
+    cannot = ""
+    if d.alone_meets_tpot is False and d.tpot_target_seconds is not None:
+        cannot = (f"even decode alone misses the {d.tpot_target_seconds * 1e3:g} ms TPOT target "
+                  f"at batch {d.decode_batch}: separating the phases cannot fix that")  # fmt: skip
     caveats = [f"runs {d.prefill_workers + d.decode_workers} workers ({d.workers}) for your rate "
                f"of {d.request_rate_per_second:.2f} requests/s: more to operate"]  # fmt: skip
     if d.kv_transfer_seconds is not None:
@@ -249,6 +255,10 @@ def disaggregation_recommendation(
         # Its own section says whether decode alone meets the TPOT target: where it does
         # not, separating the phases cannot meet it, and it ranks after what can.
         meets_targets=False if d.alone_meets_tpot is False else None,
+        cannot=cannot,
+        # Each prefill and each decode worker is an engine on the GPUs one engine has.
+        devices=(d.prefill_workers + d.decode_workers) * max(1, facts.gpu_count),
+        measured_at_batch=d.decode_batch,
     )
 
 
@@ -313,4 +323,5 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
         basis=ESTIMATED,
         serves="generation",
         gain=together.tpot.p50 / after,
+        devices=gpus,
     )]  # fmt: skip

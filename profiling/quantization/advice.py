@@ -76,6 +76,8 @@ def quantization(
         serves=serves,
         gain=gain,
         **_confidence(serves, interval),
+        **_bound(variant, reference, serves),
+        measured_at_batch=_speed_batch(variant, reference) if serves == "generation" else None,
     )
     return [rec, *out]
 
@@ -116,11 +118,34 @@ def quant_setting(variant: QuantVariant, reference: QuantVariant) -> str:
 def _step_times(variant: QuantVariant, reference: QuantVariant) -> tuple[Samples, Samples] | None:
     """(reference, variant) decode step times at the concurrency where both were measured
     (the user's, else batch 1)."""
-    for attr in ("concurrency_seconds_per_token", "seconds_per_token"):
+    found = _timed(variant, reference)
+    return found[:2] if found else None  # type: ignore[return-value]
+
+
+def _timed(variant: QuantVariant, reference: QuantVariant) -> tuple[Samples, Samples, int] | None:
+    """`_step_times` with the batch they were timed at."""
+    for attr, batch in (("concurrency_seconds_per_token", variant.concurrency),
+                        ("seconds_per_token", 1)):  # fmt: skip
         ref, var = getattr(reference, attr), getattr(variant, attr)
         if ref is not None and var is not None and var.median:
-            return ref, var
+            return ref, var, batch
     return None
+
+
+def _speed_batch(variant: QuantVariant, reference: QuantVariant) -> int | None:
+    found = _timed(variant, reference)
+    return found[2] if found else None
+
+
+def _bound(variant: QuantVariant, reference: QuantVariant, serves: str) -> dict[str, Any]:
+    """A faster decode from smaller weights is bounded by the bytes they save: a step reads
+    the weights once, so it speeds up at most by the ratio of the weights' bytes."""
+    if serves != "generation" or not variant.weights_bytes or not reference.weights_bytes:
+        return {}
+    ratio = reference.weights_bytes / variant.weights_bytes
+    return {"gain_bound": ratio,
+            "bound_why": f"its weights are {ratio:.2f}× smaller, and a decode step reads them "
+                         "once beside a KV cache that does not shrink"}  # fmt: skip
 
 
 def speed_interval(variant: QuantVariant, reference: QuantVariant) -> Interval | None:
@@ -178,8 +203,9 @@ def _quant_caveats(
         out.append(f"decode was {1 / ratio:.1f}× slower here with this variant")
     if facts.device == "cpu" and variant.settings and variant.settings.bits < 16:
         out.append("measured on CPU: quantized kernels on a GPU can differ in speed")
-    if variant.concurrency != facts.workload.concurrency:
-        out.append(f"speed measured at batch {variant.concurrency}, not your concurrency "
+    batch = _speed_batch(variant, reference)
+    if batch is not None and batch != facts.workload.concurrency:
+        out.append(f"speed measured at batch {batch}, not your concurrency "
                    f"{facts.workload.concurrency}")  # fmt: skip
     return out
 

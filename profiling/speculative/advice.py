@@ -13,15 +13,12 @@ from profiling.advice_kit.advice_results import (
     Recommendation,
 )
 from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import Outcome, interval_fields, judged, ms
+from profiling.advice_kit.rule_kit import BOUND_MARGIN, Outcome, interval_fields, judged, ms
 from profiling.measure.stats import Interval, ratio_interval, with_disagreement
 from profiling.projection.verdict import nearest_batch
 from profiling.speculative.estimate_advice import speculative_estimate
 from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
 from profiling.units import size
-
-# Timing noise allowed above the bound before a speedup is called impossible.
-PLAUSIBLE_MARGIN = 1.10
 
 
 def speculative(
@@ -77,7 +74,7 @@ def divergence_finding(point: SweepPoint) -> str:
 def plausible(point: SweepPoint) -> bool:
     """Whether a speedup is possible at all: a target pass emits `mean_accepted_length`
     tokens and costs at least one plain step, so the speedup cannot exceed that."""
-    return point.speedup <= point.mean_accepted_length * PLAUSIBLE_MARGIN
+    return point.speedup <= point.mean_accepted_length * BOUND_MARGIN
 
 
 def speedup_interval(point: SweepPoint) -> Interval | None:
@@ -158,6 +155,10 @@ def _spec_recommendation(
         serves="generation",
         gain=speedup,
         **interval_fields(interval),
+        gain_bound=best.mean_accepted_length,
+        bound_why=(f"{best.mean_accepted_length:.2f} tokens per target pass, and each pass "
+                   "costs at least one plain decode step"),
+        measured_at_batch=best.batch_size,
     )
 
 

@@ -288,7 +288,12 @@ def test_estimate_of_70b_flips_from_devices_on_one_l40s_to_fitting_on_four(
     one = _estimate(tmp_path, "llama-3.1-70b", "--gpu", "L40S", "--gpus", "1")
     four = _estimate(tmp_path, "llama-3.1-70b", "--gpu", "L40S", "--gpus", "4")
     assert one["advice"]["bottleneck"] == "devices"
-    assert one["advice"]["recommendations"][0]["technique"] == "parallel"
+    assert "even with 65.7 GiB of weights: int8 weights (estimated)" in one["advice"]["summary"]
+    # int4 weights fit the one L40S named: a change to the GPUs named ranks before TP=4
+    # on four of them (`profiling.advice.ranking`).
+    first, second = one["advice"]["recommendations"][:2]
+    assert first["technique"] == "quantization" and "int4" in first["setting"]
+    assert second["technique"] == "parallel" and second["devices"] == 4
     assert four["advice"]["bottleneck"] != "devices"
     share = {n["name"]: n["value"] for n in four["advice"]["deciding_numbers"]}
     assert share["memory_headroom_share"] > 0

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from profiling.advice.build import estimate_report
-from profiling.advice.deployments import meets, rank
+from profiling.advice.ranking import meets, rank
 from profiling.advice_kit.advice_results import ESTIMATED, Change, ExpectedEffect, Recommendation
 from profiling.config import Hardware, Workload
 from profiling.measure import hardware
