@@ -200,7 +200,7 @@ def test_cost_follows_the_price_table_and_the_given_price() -> None:
     assert cost(first, Capacity(), table)["gpu_hours_per_day_at_capacity"] is None
     given = price(H100.key, 1.5)
     assert given is not None and given.usd_per_hour == 1.5
-    assert price("L4") is None  # no price found for it: its cost says so
+    assert price("GB300") is None  # no public on-demand price found for it: its cost says so
     assert cost(first, cap, None)["usd_per_million_output_tokens"] is None
 
 
