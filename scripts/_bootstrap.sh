@@ -15,7 +15,7 @@ stamp=.venv/.installed-$(sha1sum pyproject.toml | cut -c1-12)-${EXTRAS//,/-}
 if [ ! -f "$stamp" ]; then
   python -m pip install -q --upgrade pip
   # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
-  # GPU workers install their own CUDA build of torch instead (README).
+  # GPU workers install their own CUDA build of torch instead (docs/fleet.md).
   python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}"
   python -m pip install -q -e ".[$EXTRAS]"
   touch "$stamp"
