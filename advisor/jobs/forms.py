@@ -80,6 +80,15 @@ def _worker_label(worker: Worker) -> str:
     return f"{worker.name} ({', '.join(kinds)})" if kinds else worker.name
 
 
+# Fields about a fixed deployment and its load that most jobs leave as they are: folded
+# under "Deployment details" on the form, its summary line saying what is set.
+DEPLOYMENT_DETAILS = (
+    "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd", "host_memory_gib",
+    "request_rate", "requests", "conversation_turns", "conversation_think_s",
+    "conversation_file",
+)  # fmt: skip
+
+
 class JobForm(ConversationFileField, forms.ModelForm):
     model_name = forms.CharField(
         label="Model",
@@ -180,15 +189,17 @@ class JobForm(ConversationFileField, forms.ModelForm):
             "notes": "Anything a teammate should know (up to 4,000 characters).",
         }
 
+    # The method's order: the model, where it runs, the workload and its targets, the
+    # hunch before any technique, the experiments; a fixed deployment is folded.
     field_order = [
         "model_source", "model_name", "dtype", "quick",
-        "gpu_kind", "gpu_count",
+        "gpu_kind", "gpu_count", "run_on",
         "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
-        "ttft_ms", "tpot_ms", "conversation_turns", "conversation_think_s",
-        "conversation_file", "stated_bottleneck", "notes",
-        "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
+        "ttft_ms", "tpot_ms", "stated_bottleneck",
         "run_quantization", "precisions", "quant_variants",
-        "run_caching", "prompt_file", "run_parallel", "tp_measure", "engine", "run_on",
+        "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
+        "run_caching", "prompt_file", "run_parallel", "tp_measure", "engine",
+        *DEPLOYMENT_DETAILS, "notes",
     ]  # fmt: skip
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -266,6 +277,32 @@ class JobForm(ConversationFileField, forms.ModelForm):
     def target_unserved(self) -> bool:
         """Whether the chosen target has no live worker (shown next to the field)."""
         return not self.is_served(self.current_gpu_kind)
+
+    @property
+    def deployment_errors(self) -> bool:
+        """Whether a folded deployment field has an error (the fold then opens)."""
+        return any(self[name].errors for name in DEPLOYMENT_DETAILS)
+
+    @property
+    def deployment_summary(self) -> str:
+        """What the folded deployment fields set, in a line ("nothing set: ..." by default)."""
+        set_ = []
+        for name in DEPLOYMENT_DETAILS:
+            if name == "conversation_file":
+                continue
+            value, default = self[name].value(), OPTIONS[name].default
+            if value in (None, "") or str(value) == str(default):
+                continue
+            if name == "conversation_think_s" and not self._turns_set():
+                continue
+            set_.append(f"{self.fields[name].label.lower()}: {value}")
+        if not set_:
+            return "nothing set: the checkpoint's weights, the layout searched"
+        return "set: " + ", ".join(set_)
+
+    def _turns_set(self) -> bool:
+        turns = self["conversation_turns"].value()
+        return turns not in (None, "", "1", 1)
 
     # Validation --------------------------------------------------------------
 

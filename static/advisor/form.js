@@ -7,7 +7,11 @@
   const data = document.getElementById("served-gpu-kinds");
   if (!select || !note || !data) return;
   const served = new Set(JSON.parse(data.textContent));
-  const update = () => { note.hidden = served.has(select.value); };
+  const where = document.getElementById("run-on-details");
+  const update = () => {
+    note.hidden = served.has(select.value);
+    if (!note.hidden && where) where.open = true;  // "Run on" is where to answer it
+  };
   // Only on change: on load the server's rendering (and its field error) stands.
   select.addEventListener("change", update);
 })();

@@ -125,6 +125,13 @@ def drawn(page, chart: str) -> None:
     page.wait_for_selector(f"#{chart}-plot svg.main-svg")
 
 
+def unfold(page, fold: str) -> None:
+    """Open a folded part of the form as a user does, by its summary (once: a second click
+    would close it; the page's script opens "Which worker" itself for an unserved GPU)."""
+    if page.get_attribute(fold, "open") is None:
+        page.click(f"{fold} > summary")
+
+
 def copied(page, command: str) -> str:
     """Click the button of the launch command `#command` as a reader does; once the
     confirmation beside that button says so, what reached the clipboard."""
@@ -145,10 +152,12 @@ def test_fill_submit_watch_report_and_share(live_server, gate, demo_model_dir, c
     page.fill("input[name=model_name]", "demo")
     page.select_option("select[name=gpu_kind]", "H100-SXM")
     assert page.locator("#unserved-note").is_visible()  # no worker for H100 here
+    unfold(page, "#run-on-details")
     page.select_option("select[name=run_on]", GATED_QUEUE)
     page.fill("input[name=prompt_tokens]", "512")
     page.fill("input[name=ttft_ms]", "800")
     page.check("input[name=stated_bottleneck][value=generation]")
+    unfold(page, "#notes-details")
     page.fill("textarea[name=notes]", "Does decode dominate on the demo model?")
     page.click("button[type=submit]")
 
@@ -240,6 +249,7 @@ def test_the_submitter_sees_a_cancel_button_and_can_cancel(
     try:
         page = context.new_page()
         page.goto(live_server.url + "/")
+        unfold(page, "#run-on-details")
         page.select_option("select[name=run_on]", GATED_QUEUE)
         page.click("button[type=submit]")
         page.wait_for_url(re.compile(r"/jobs/[A-Za-z0-9_-]{16,}/$"))
@@ -257,6 +267,7 @@ def submit_demo_in(page, base_url: str, prompt_tokens: str) -> str:
     page.check("input[name=model_source][value=demo]")
     page.fill("input[name=model_name]", "demo")
     page.select_option("select[name=gpu_kind]", "H100-SXM")
+    unfold(page, "#run-on-details")
     page.select_option("select[name=run_on]", "cpu")
     page.fill("input[name=prompt_tokens]", prompt_tokens)
     page.click("button[type=submit]")
