@@ -175,6 +175,14 @@ if DATABASE_URL:
     DATABASES = {
         "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
     }
+    if DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        # A database that is down or cut off fails a request in seconds (503, Retry-After:
+        # `advisor.outage`), never hangs it: libpq gives up connecting after 5 s, and TCP
+        # keepalives find a silently dropped link within 10 + 3 × 5 s.
+        DATABASES["default"].setdefault("OPTIONS", {}).update({
+            "connect_timeout": 5, "keepalives": 1, "keepalives_idle": 10,
+            "keepalives_interval": 5, "keepalives_count": 3,
+        })  # fmt: skip
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its directory
     DATABASES = {

@@ -16,6 +16,10 @@ jobs_patterns = [
     path("jobs/<str:token>/", job_detail, name="detail"),
 ]
 
+# Any exception a view or middleware raises lands here: a database outage answers 503
+# with Retry-After (`advisor.outage`), anything else Django's 500.
+handler500 = "advisor.outage.server_error"
+
 urlpatterns = [
     # /health
     path("health", health, name="health"),
