@@ -10,19 +10,42 @@ from __future__ import annotations
 import logging
 import os
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
-from django.db import DatabaseError
+from django.db import DatabaseError, close_old_connections
 
 from advisor.jobs import child, gpus, spec
 from advisor.jobs.models import Job
 from profiling.config import ConfigError
 
 log = logging.getLogger(__name__)
+# The final write's retries while the database is away: waits double from the first to
+# the last, for as long as the attempt's lease can still be valid.
+RETRY_FIRST_S = 0.5
+RETRY_MAX_S = 5.0
+
+
+class LeaseClock:
+    """How long this attempt's lease can still be valid: the reaper gives the job away only
+    once its heartbeat is `ADVISOR_HEARTBEAT_STALE_S` old, so the last beat that reached
+    the database plus that limit (less two beats' margin) bounds every retry."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self.last_beat = clock()  # the claim wrote the first heartbeat
+
+    def beat_written(self) -> None:
+        self.last_beat = self.clock()
+
+    def valid_until(self) -> float:
+        margin = 2 * settings.ADVISOR_HEARTBEAT_S
+        return self.last_beat + max(0.0, settings.ADVISOR_HEARTBEAT_STALE_S - margin)
 
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, name="advisor.jobs.tasks.run_job")
@@ -34,8 +57,9 @@ def run_job(self: Any, job_id: int) -> str:
         return "skipped"
     job = Job.objects.get(pk=job_id)
     log.info("job %s: claimed, attempt %s, %s", job_id, job.attempts, job.model_name)
+    clock = LeaseClock()
     try:
-        outcome = _run_child(job, lease)
+        outcome = _run_child(job, lease, clock)
     except SoftTimeLimitExceeded:  # the backstop when the job's own deadline did not fire
         outcome = child.Outcome.failed(f"timed out after {settings.CELERY_TASK_SOFT_TIME_LIMIT} s")
     except ConfigError as exc:
@@ -45,11 +69,11 @@ def run_job(self: Any, job_id: int) -> str:
     except Exception as exc:  # the row must not stay RUNNING until the reaper
         log.exception("job %s: the worker failed to run it", job_id)
         outcome = child.Outcome.failed(f"internal error in the worker: {exc}")
-    record(job_id, lease, outcome)
+    record(job_id, lease, outcome, clock)
     return outcome.status
 
 
-def _run_child(job: Job, lease: str) -> child.Outcome:
+def _run_child(job: Job, lease: str, clock: LeaseClock) -> child.Outcome:
     config = spec.config_for(job)
     devices = gpus.declared(settings.ADVISOR_WORKER_GPUS)
     with (
@@ -57,7 +81,7 @@ def _run_child(job: Job, lease: str) -> child.Outcome:
             devices,
             gpus.needed(config, len(devices)),
             settings.VAR_DIR / "gpus",
-            on_wait=lambda message: _beat(job.pk, lease, None, message),
+            on_wait=lambda message: _beat(job.pk, lease, None, message, clock),
             timeout_s=settings.ADVISOR_JOB_TIME_LIMIT_S,
         ) as held,
         tempfile.TemporaryDirectory(prefix=f"advisor-job-{job.pk}-") as workdir,
@@ -66,7 +90,7 @@ def _run_child(job: Job, lease: str) -> child.Outcome:
             workdir=Path(workdir),
             time_limit_s=settings.ADVISOR_JOB_TIME_LIMIT_S,
             tick_s=settings.ADVISOR_HEARTBEAT_S,
-            watch=lambda progress: _beat(job.pk, lease, progress),
+            watch=lambda progress: _beat(job.pk, lease, progress, clock=clock),
             on_start=lambda pid: Job.objects.beat(
                 job.pk, lease, child_pid=pid, message="profiling"
             ),
@@ -81,7 +105,13 @@ def child_env() -> dict[str, str]:
     return {"ADVISOR_DEMO_DIR": str(settings.ADVISOR_DEMO_DIR), "PYTHONPATH": path}
 
 
-def _beat(job_id: int, lease: str, progress: child.Progress | None, message: str = "") -> bool:
+def _beat(
+    job_id: int,
+    lease: str,
+    progress: child.Progress | None,
+    message: str = "",
+    clock: LeaseClock | None = None,
+) -> bool:
     fields = {"message": message} if message else {}
     if progress is not None:
         fields = {
@@ -90,41 +120,74 @@ def _beat(job_id: int, lease: str, progress: child.Progress | None, message: str
             "message": progress.message,
         }
     try:
-        return Job.objects.beat(job_id, lease, **fields)
+        held = Job.objects.beat(job_id, lease, **fields)
     except DatabaseError as exc:
         # One lost beat must not kill a long profile; the reaper judges real silence.
         log.warning("job %s: heartbeat not written: %s", job_id, exc)
+        close_old_connections()  # the next beat opens a fresh connection
         return True
+    if held and clock is not None:
+        clock.beat_written()
+    return held
 
 
-def record(job_id: int, lease: str, outcome: child.Outcome) -> None:
+def record(
+    job_id: int, lease: str, outcome: child.Outcome, clock: LeaseClock | None = None
+) -> None:
     """Write the outcome, unless a cancel or the reaper already decided the row.
 
     An attempt that lost its lease (the reaper gave the job to another) writes nothing.
+    A database that is away when the outcome is ready does not cost the profile: the
+    write is retried with backoff for as long as the lease can still be valid (`clock`);
+    only then is the outcome dropped, and the reaper runs the job again, as it would for
+    a worker that died.
     """
     if outcome.status == child.Outcome.SUCCEEDED:
-        device = device_of(outcome.result)
-        written = Job.objects.finish(
-            job_id,
-            lease,
-            Job.State.SUCCEEDED,
-            progress=1.0,
-            message="done",
-            result=outcome.result,
-            device=device,
-        )
+        fields: dict[str, Any] = {
+            "progress": 1.0, "message": "done", "result": outcome.result,
+            "device": device_of(outcome.result),
+        }  # fmt: skip
+        state = Job.State.SUCCEEDED
     elif outcome.status == child.Outcome.STOPPED:
-        written = Job.objects.finish(job_id, lease, Job.State.CANCELLED, message="cancelled")
+        state, fields = Job.State.CANCELLED, {"message": "cancelled"}
     else:
-        written = Job.objects.finish(
-            job_id, lease, Job.State.FAILED, error=outcome.error, message=outcome.error[:512]
-        )
+        state, fields = Job.State.FAILED, {"error": outcome.error, "message": outcome.error[:512]}
+    clock = clock or LeaseClock()
+    written = retried(
+        lambda: Job.objects.finish(job_id, lease, state, **fields), clock.valid_until(),
+        clock.clock, f"job {job_id}: the outcome",
+    )  # fmt: skip
     log.info(
         "job %s: %s%s",
         job_id,
         outcome.status,
         "" if written else " (not written: the row is no longer this attempt's)",
     )
+
+
+def retried(
+    write: Callable[[], bool],
+    until: float,
+    clock: Callable[[], float] = time.monotonic,
+    what: str = "a write",
+    sleep: Callable[[float], None] = time.sleep,
+) -> bool:
+    """`write()` again after each DatabaseError, the waits doubling from RETRY_FIRST_S to
+    RETRY_MAX_S, until it answers or `clock()` passes `until` (then False: not written)."""
+    wait = RETRY_FIRST_S
+    while True:
+        try:
+            return write()
+        except DatabaseError as exc:
+            close_old_connections()  # a connection the outage broke is opened afresh
+            left = until - clock()
+            if left <= 0:
+                log.error("%s was not written: the database stayed away past the lease "
+                          "(%s); the reaper will run the job again", what, exc)  # fmt: skip
+                return False
+            log.warning("%s not written yet (%s): again in %.1f s", what, exc, min(wait, left))
+            sleep(min(wait, left))
+            wait = min(2 * wait, RETRY_MAX_S)
 
 
 def device_of(result: dict[str, Any] | None) -> str:

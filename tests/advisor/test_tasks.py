@@ -204,3 +204,33 @@ def test_a_row_the_library_rejects_fails_before_any_child_starts():
     job = Job(model_name="demo", prompt_tokens=10, shared_prefix_tokens=20)
     with pytest.raises(ConfigError, match="shared_prefix_tokens"):
         spec.config_for(job)
+
+
+def test_the_final_write_retries_with_doubling_waits_until_the_lease_runs_out() -> None:
+    from django.db import OperationalError
+
+    from advisor.jobs.tasks import RETRY_MAX_S, retried
+
+    now, slept = [0.0], []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        now[0] += seconds
+
+    failures = iter([True, True, True])
+
+    def write() -> bool:
+        if next(failures, False):
+            raise OperationalError("the database is away")
+        return True
+
+    assert retried(write, until=60.0, clock=lambda: now[0], sleep=sleep)
+    assert slept == [0.5, 1.0, 2.0]
+    # Away for good: it waits up to RETRY_MAX_S at a time, stops at the lease's end.
+    now[0], slept[:] = 0.0, []
+
+    def away() -> bool:
+        raise OperationalError("the database is away")
+
+    assert not retried(away, until=30.0, clock=lambda: now[0], sleep=sleep)
+    assert max(slept) == RETRY_MAX_S and sum(slept) == 30.0

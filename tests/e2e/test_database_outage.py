@@ -150,3 +150,52 @@ def test_a_database_outage_answers_503_with_retry_after_and_the_site_serves_agai
         assert response.status < 500, (path, response.status)
     response, body = site_on.request("GET", "/health")
     assert response.status == 200 and json.loads(body)["checks"]["database"]["ok"]
+
+
+# A worker whose profile is done when the database is away: record() keeps the outcome
+# and writes it once the database is back, within the lease; no profile is run again.
+RECORD = """
+import sys, time, django
+django.setup()
+from advisor.jobs import child, tasks
+from advisor.jobs.models import Job
+job = Job.objects.create(model_source="demo", model_name="demo")
+lease = Job.objects.claim(job.pk, "outage-test")
+clock = tasks.LeaseClock()
+print(job.pk, flush=True)
+sys.stdin.readline()  # the test has stopped the database
+start = time.monotonic()
+tasks.record(job.pk, lease, child.Outcome("succeeded", {"environment": {"device": "cpu"}}), clock)
+row = Job.objects.get(pk=job.pk)
+print(row.state, row.attempts, round(time.monotonic() - start, 1), flush=True)
+"""
+
+
+def test_a_finished_profile_is_written_after_a_database_blip_not_run_again(
+    cluster: Cluster, tmp_path: Path
+) -> None:
+    env = {**os.environ, "DATABASE_URL": cluster.url, "DJANGO_SETTINGS_MODULE": "advisor.settings",
+           "ADVISOR_HEARTBEAT_S": "1", "ADVISOR_HEARTBEAT_STALE_S": "30"}  # fmt: skip
+    for name in ("ADVISOR_DB_NAME", "ADVISOR_TEST_DB_NAME"):
+        env.pop(name, None)
+    done = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+                          cwd=ROOT, env=env, capture_output=True, text=True)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    worker = subprocess.Popen([sys.executable, "-c", RECORD], cwd=ROOT, env=env, text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    assert worker.stdin is not None and worker.stdout is not None
+    try:
+        worker.stdout.readline()  # claimed
+        cluster.ctl("-m", "immediate", "stop")
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        time.sleep(4)  # the write meets the outage and retries
+        assert worker.poll() is None, "record() gave up within seconds of a blip"
+        cluster.ctl("start")
+        state, attempts, waited = worker.stdout.readline().split()
+        assert worker.wait(60) == 0
+    finally:
+        worker.kill()
+    # Written by the attempt that ran it, once: the profile is not run a second time.
+    assert (state, attempts) == ("succeeded", "1")
+    assert float(waited) >= 4
