@@ -118,6 +118,15 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
             shapes, gpu, args.gpu_count, dtype, workload, deployment, conversations=given,
             source=given_source,
         )  # fmt: skip
+        if conversations["advice"]["recommended"]:
+            # One ranked answer: the host tier enters the ranking with the rest, not a
+            # second verdict in its own section (as a profile's does).
+            from profiling import serde
+            from profiling.advice.conversations import add_to_advice
+            from profiling.advice_kit.advice_results import Recommendation
+
+            tier = serde.from_dict(Recommendation, conversations["advice"])
+            add_to_advice(advice, tier, workload, args.gpu_count)
     return {
         "basis": "estimated",
         "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},

@@ -166,6 +166,9 @@ def test_the_estimate_command_reports_the_conversations_and_the_tiers_advice(tmp
     assert tier["host_bytes"] == 64 * GIB
     assert served["hit_rate"] == pytest.approx(tier["gpu_hit_rate"])
     assert section["advice"]["recommended"]
+    # The same tier is in the one ranked answer, not only in its own section.
+    ranked = json.loads(out.read_text())["advice"]["recommendations"]
+    assert section["advice"]["setting"] in [r["setting"] for r in ranked]
     flag = section["advice"]["setting"].rsplit(" ", 1)[-1]
     assert f"--kv-offloading-size {flag}" in done.stdout
     assert f"hit rate {served['hit_rate']:.0%} of prompt tokens" in done.stdout
