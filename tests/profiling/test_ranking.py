@@ -202,3 +202,49 @@ def test_every_estimate_keeps_every_promise(model: str, gpu: str, count: int, w:
     advice, _ = estimate_report(shapes, hardware.lookup(gpu), count, "bfloat16", w,
                                 stated_bottleneck="generation", spec_acceptance=0.6)  # fmt: skip
     assert advice_broken_promises(advice, w, count) == []
+
+
+def _bench_rows():  # noqa: ANN202  (bench/_published_rows, as the bench reads the rows)
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    return importlib.import_module("_published_rows")
+
+
+def _published_setups() -> list[tuple[str, str, int, Workload]]:
+    """Each distinct (model, GPU, count) a published serving row names that the estimate
+    can express, with the first such row's workload (bench/data, read as the bench does)."""
+    import re
+
+    rows = _bench_rows()
+    configs, seen, out = rows.load_configs(), set(), []
+    for row in rows.load_rows():
+        model, gpu = row.get("model") or "", rows.resolve_gpu(row.get("gpu"))
+        if gpu is None or any(re.search(p, model, re.I) for p, _ in rows.UNMODELLED):
+            continue
+        name = next((n for p, n in rows.MODELS if re.search(p, model, re.I)), None)
+        isl, osl, count = row.get("input_tokens"), row.get("output_tokens"), row.get("gpu_count")
+        if name not in configs or not (isl and osl and count) or (name, gpu.key, count) in seen:
+            continue
+        seen.add((name, gpu.key, count))
+        users = int(row.get("concurrency") or 64)
+        w = Workload(prompt_tokens=int(isl), output_tokens=int(osl), concurrency=min(users, 4096),
+                     tpot_ms=row.get("itl_or_tpot_ms"), ttft_ms=row.get("ttft_ms"))  # fmt: skip
+        out.append((name, gpu.key, int(count), w))
+    return out
+
+
+def test_every_published_rows_setup_keeps_every_promise() -> None:
+    # The published rows' models on their GPUs at their workloads, their figures as the
+    # targets: the rule's promises hold on each estimate's advice.
+    setups = _published_setups()
+    assert len(setups) >= 30
+    configs, broken = _bench_rows().load_configs(), []
+    for name, gpu, count, w in setups:
+        shapes = Shapes.from_config(configs[name])
+        advice, _ = estimate_report(shapes, hardware.lookup(gpu), count, "bfloat16", w,
+                                    stated_bottleneck="generation")  # fmt: skip
+        found = advice_broken_promises(advice, w, count)
+        broken += [f"{name} on {count}× {gpu}: {p}" for p in found]
+    assert broken == []
