@@ -78,7 +78,8 @@ UNMODELLED = (
         "cost its attention over the whole context",
     ),
 )
-# Notes of a row whose figure is weaker evidence (README: "report apart, never tune").
+# Notes of a row whose figure is weaker evidence (bench/data/README.md: reported apart, never
+# tuned to).
 WEAK = re.compile(
     r"inferred|unverified|unlabell?ed|presumed|approximate|low-quality|"
     r"preliminary|per blog context|with caution",
