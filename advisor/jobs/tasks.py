@@ -73,7 +73,8 @@ def run_job(self: Any, job_id: int) -> str:
     return outcome.status
 
 
-def _run_child(job: Job, lease: str, clock: LeaseClock) -> child.Outcome:
+def _run_child(job: Job, lease: str, clock: LeaseClock | None = None) -> child.Outcome:
+    clock = clock or LeaseClock()
     config = spec.config_for(job)
     devices = gpus.declared(settings.ADVISOR_WORKER_GPUS)
     with (
