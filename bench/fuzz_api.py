@@ -23,21 +23,15 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import load  # noqa: E402  (bench/load.py: the same fresh site)
 import schemathesis  # noqa: E402
 from hypothesis import HealthCheck, given  # noqa: E402
 from hypothesis import settings as hypothesis_settings  # noqa: E402
-from schemathesis import GenerationMode, checks  # noqa: E402
+from schemathesis import GenerationMode  # noqa: E402
 
-CHECKS = [
-    checks.not_a_server_error,
-    checks.status_code_conformance,
-    checks.content_type_conformance,
-    checks.response_schema_conformance,
-    checks.response_headers_conformance,
-    checks.negative_data_rejection,
-]
+from tests.advisor.api_checks import CHECKS  # noqa: E402  (the suite's own checks)
 
 
 def main() -> int:

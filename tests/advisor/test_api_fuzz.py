@@ -15,22 +15,15 @@ import schemathesis
 from django.test import Client
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
-from schemathesis import GenerationMode, checks
+from schemathesis import GenerationMode
 
 from advisor.api.openapi import document
 from advisor.jobs.models import Job
 from advisor.jobs.request import JobRequest
 from advisor.wsgi import application
+from tests.advisor.api_checks import CHECKS
 
 pytestmark = pytest.mark.django_db(transaction=True)
-CHECKS = [
-    checks.not_a_server_error,
-    checks.status_code_conformance,
-    checks.content_type_conformance,
-    checks.response_schema_conformance,
-    checks.response_headers_conformance,
-    checks.negative_data_rejection,
-]
 
 
 EXAMPLES_PER_OPERATION = 40
