@@ -125,12 +125,20 @@ class StepModel:
         reads `experts` routed experts' worth of bytes per device: the floor less the
         time those bytes already take (`MOE_LAYER_FLOOR_S`); 0 for a dense model or
         without a GPU (a measured CPU fit carries its own per-pass cost)."""
+        per_expert = self._expert_read_seconds
+        if per_expert is None:
+            return 0.0
+        return self.shapes.sized.moe_layers * max(0.0, MOE_LAYER_FLOOR_S - experts * per_expert)
+
+    @cached_property
+    def _expert_read_seconds(self) -> float | None:
+        """Seconds one routed expert's weights take to read on the GPU (unpacking
+        included), once per step model: None where no floor applies."""
         s = self.shapes
         rate = getattr(self.rates.decode, "bytes_per_second", None)
         if not s.sized.moe_layers or self.gpu is None or not rate:
-            return 0.0
-        read = experts * s.expert_bytes(weights_format(self.dtype)) * (1 + dequant(self.dtype))
-        return s.sized.moe_layers * max(0.0, MOE_LAYER_FLOOR_S - read / rate)
+            return None
+        return s.expert_bytes(weights_format(self.dtype)) * (1 + dequant(self.dtype)) / rate
 
     def work(
         self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()
