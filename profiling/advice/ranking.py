@@ -139,17 +139,15 @@ def screen(
     section says cannot meet the target, and what breaks a physical limit."""
     kept, set_aside = [], []
     for r in recommendations:
+        key = r.evidence[0].key if r.evidence else ""
         if r.cannot:
-            why = f"{r.setting}: {r.cannot}"
-            set_aside.append(NotRecommended(r.technique, why, r.evidence[0].key if r.evidence
-                                            else ""))  # fmt: skip
+            set_aside.append(NotRecommended(r.technique, f"{r.setting}: {r.cannot}", key))
         elif breaks_limit(r):
             why = (
                 f"{r.setting}: {r.gain:.2f}× exceeds the most it can give, "
                 f"{r.gain_bound:.2f}× ({r.bound_why}): {OUTLIER} (a slow baseline sample or "
                 "a noisy machine); run again with more repeats"
             )
-            key = r.evidence[0].key if r.evidence else ""
             set_aside.append(NotRecommended(r.technique, why, key, inconclusive=True))
         else:
             kept.append(r)

@@ -115,15 +115,11 @@ def quant_setting(variant: QuantVariant, reference: QuantVariant) -> str:
     return text
 
 
-def _step_times(variant: QuantVariant, reference: QuantVariant) -> tuple[Samples, Samples] | None:
-    """(reference, variant) decode step times at the concurrency where both were measured
-    (the user's, else batch 1)."""
-    found = _timed(variant, reference)
-    return found[:2] if found else None  # type: ignore[return-value]
-
-
-def _timed(variant: QuantVariant, reference: QuantVariant) -> tuple[Samples, Samples, int] | None:
-    """`_step_times` with the batch they were timed at."""
+def _step_times(
+    variant: QuantVariant, reference: QuantVariant
+) -> tuple[Samples, Samples, int] | None:
+    """(reference, variant) decode step times and the batch they were timed at: the
+    concurrency where both were measured (the user's), else batch 1."""
     for attr, batch in (("concurrency_seconds_per_token", variant.concurrency),
                         ("seconds_per_token", 1)):  # fmt: skip
         ref, var = getattr(reference, attr), getattr(variant, attr)
@@ -133,8 +129,8 @@ def _timed(variant: QuantVariant, reference: QuantVariant) -> tuple[Samples, Sam
 
 
 def _speed_batch(variant: QuantVariant, reference: QuantVariant) -> int | None:
-    found = _timed(variant, reference)
-    return found[2] if found else None
+    times = _step_times(variant, reference)
+    return times[2] if times else None
 
 
 def _bound(variant: QuantVariant, reference: QuantVariant, serves: str) -> dict[str, Any]:
