@@ -1,5 +1,6 @@
 """The GPU price table: an on-demand hourly price per catalog GPU, with where it was read
-and when (`profiling/data/gpu_prices.json`). A GPU without an entry has no price."""
+and when (`profiling/data/gpu_prices.json`). A GPU without an entry has no price; the file's
+`unpriced` map says, for each such catalog GPU, why (a test holds the two to the catalog)."""
 
 from __future__ import annotations
 
