@@ -41,6 +41,11 @@ class JSONSerializer:
             return json.loads(data)
 
 
+# redis-py's TCP connection takes these; its unix-socket connection refuses them (a
+# TypeError on the first command), and a unix socket has no link to lose.
+TCP_ONLY_OPTIONS = ("socket_keepalive", "socket_keepalive_options")
+
+
 class SharedRedisCache(RedisCache):
     @cached_property
     def _cache(self) -> Any:
@@ -49,6 +54,8 @@ class SharedRedisCache(RedisCache):
         socket = settings.ADVISOR_EMBEDDED_REDIS
         if socket and any(s.startswith(f"unix://{socket}") for s in self._servers):
             embedded_redis.ensure(socket)
+        if all(server.startswith("unix://") for server in self._servers):
+            self._options = {k: v for k, v in self._options.items() if k not in TCP_ONLY_OPTIONS}
         return super()._cache
 
 

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 import plotly
@@ -151,6 +153,56 @@ TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
 
+# --- Network bounds ---------------------------------------------------------
+
+# Every network client (PostgreSQL, the broker, the shared cache) gives up on a call
+# within a stated bound, so a cut link, however long, costs a failed call and a retry,
+# never a process hung on a socket (docs/promises.md, "A network partition").
+ADVISOR_DB_CONNECT_TIMEOUT_S = env_int("ADVISOR_DB_CONNECT_TIMEOUT_S", 5, minimum=2)  # libpq: >= 2
+ADVISOR_REDIS_CONNECT_TIMEOUT_S = env_int("ADVISOR_REDIS_CONNECT_TIMEOUT_S", 3, minimum=1)
+# A broker command's reply; Celery's BRPOP asks the server for an answer within 1 s.
+ADVISOR_REDIS_TIMEOUT_S = env_int("ADVISOR_REDIS_TIMEOUT_S", 5, minimum=2)
+# Connect and reply of the shared cache, which pages read on each view: kept short.
+ADVISOR_CACHE_TIMEOUT_S = env_int("ADVISOR_CACHE_TIMEOUT_S", 2, minimum=1)
+# A link that drops packets without a reset is declared dead after this long, even while
+# a call waits on it: TCP keepalives (idle, then 3 probes) for a connection that waits
+# for an answer, TCP_USER_TIMEOUT for one whose sent data goes unacknowledged.
+ADVISOR_DEAD_LINK_S = env_int("ADVISOR_DEAD_LINK_S", 25, minimum=4)
+# How often the worker checks its broker connections (kombu drops one whose answer is overdue).
+ADVISOR_BROKER_HEALTH_CHECK_S = env_int("ADVISOR_BROKER_HEALTH_CHECK_S", 10, minimum=1)
+KEEPALIVE_PROBES = 3
+KEEPALIVE_INTERVAL_S = max(1, ADVISOR_DEAD_LINK_S // 5)
+KEEPALIVE_IDLE_S = ADVISOR_DEAD_LINK_S - KEEPALIVE_PROBES * KEEPALIVE_INTERVAL_S
+
+
+def tcp_keepalive_options() -> dict[int, int]:
+    """redis-py's `socket_keepalive_options` (IPPROTO_TCP options) for ADVISOR_DEAD_LINK_S;
+    the ones this platform lacks are left out (macOS names the idle time TCP_KEEPALIVE)."""
+    wanted = {
+        ("TCP_KEEPIDLE", "TCP_KEEPALIVE"): KEEPALIVE_IDLE_S,
+        ("TCP_KEEPINTVL",): KEEPALIVE_INTERVAL_S,
+        ("TCP_KEEPCNT",): KEEPALIVE_PROBES,
+        ("TCP_USER_TIMEOUT",): ADVISOR_DEAD_LINK_S * 1000,  # milliseconds
+    }
+    options = {}
+    for names, value in wanted.items():
+        constant = next((getattr(socket, n) for n in names if hasattr(socket, n)), None)
+        if constant is not None:
+            options[constant] = value
+    return options
+
+
+def redis_tcp_options(connect_timeout_s: int, timeout_s: int) -> dict[str, Any]:
+    """Timeouts and keepalives for a redis-py connection. Only TCP connections take the
+    keepalive options: kombu drops them for `redis+socket://`, `advisor.cache` for `unix://`."""
+    return {
+        "socket_connect_timeout": connect_timeout_s,
+        "socket_timeout": timeout_s,
+        "socket_keepalive": True,
+        "socket_keepalive_options": tcp_keepalive_options(),
+    }
+
+
 # --- Database ---------------------------------------------------------------
 
 
@@ -177,11 +229,15 @@ if DATABASE_URL:
     }
     if DATABASES["default"]["ENGINE"].endswith("postgresql"):
         # A database that is down or cut off fails a request in seconds (503, Retry-After:
-        # `advisor.outage`), never hangs it: libpq gives up connecting after 5 s, and TCP
-        # keepalives find a silently dropped link within 10 + 3 × 5 s.
+        # `advisor.outage`), never hangs it: libpq gives up connecting after
+        # ADVISOR_DB_CONNECT_TIMEOUT_S, and a silently dropped link is found within
+        # ADVISOR_DEAD_LINK_S: by keepalives while a query waits for its answer, by
+        # tcp_user_timeout while what was sent goes unacknowledged (retransmissions
+        # alone would wait about 15 minutes).
         DATABASES["default"].setdefault("OPTIONS", {}).update({
-            "connect_timeout": 5, "keepalives": 1, "keepalives_idle": 10,
-            "keepalives_interval": 5, "keepalives_count": 3,
+            "connect_timeout": ADVISOR_DB_CONNECT_TIMEOUT_S, "keepalives": 1,
+            "keepalives_idle": KEEPALIVE_IDLE_S, "keepalives_interval": KEEPALIVE_INTERVAL_S,
+            "keepalives_count": KEEPALIVE_PROBES, "tcp_user_timeout": ADVISOR_DEAD_LINK_S * 1000,
         })  # fmt: skip
 else:
     VAR_DIR.mkdir(parents=True, exist_ok=True)  # SQLite cannot create its directory
@@ -304,8 +360,20 @@ CELERY_TASK_TIME_LIMIT = ADVISOR_JOB_TIME_LIMIT_S + 60
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     # Longer than the hard limit, or Redis re-delivers jobs that still run.
     "visibility_timeout": CELERY_TASK_TIME_LIMIT + 600,
-    "socket_connect_timeout": 3,
+    # Without a socket timeout a publish or an ack on a dead link waits for TCP to give
+    # up (about 15 minutes), and the worker's event loop waits with it.
+    **redis_tcp_options(ADVISOR_REDIS_CONNECT_TIMEOUT_S, ADVISOR_REDIS_TIMEOUT_S),
+    # kombu's own check of the consumer's BRPOP and pub/sub connections: one whose
+    # answer is overdue is dropped and the worker reconnects. (Celery's broker heartbeat
+    # is AMQP's: kombu's Redis transport has none, so this and the keepalives stand in.)
+    "health_check_interval": ADVISOR_BROKER_HEALTH_CHECK_S,
 }
+# How long one connection attempt to the broker may take in all (kombu's retries
+# within it included) before a publish or a read of the queues gives up.
+CELERY_BROKER_CONNECTION_TIMEOUT = ADVISOR_REDIS_CONNECT_TIMEOUT_S + 1
+# A worker cut off from the broker keeps trying to reconnect (every 30 s at most),
+# however long the cut: Celery's default gives up after 100 tries, about 50 minutes.
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
@@ -355,8 +423,7 @@ CACHES = {
         "KEY_PREFIX": "advisor",
         "OPTIONS": {
             "serializer": "advisor.cache.JSONSerializer",
-            "socket_connect_timeout": 2,
-            "socket_timeout": 2,
+            **redis_tcp_options(ADVISOR_CACHE_TIMEOUT_S, ADVISOR_CACHE_TIMEOUT_S),
         },
     }
 }
