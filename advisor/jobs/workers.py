@@ -28,7 +28,7 @@ from typing import Any
 
 from celery import signals
 from django.conf import settings
-from django.db import close_old_connections, connection
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.utils import timezone
 
 log = logging.getLogger(__name__)
@@ -148,6 +148,11 @@ class Announcer(threading.Thread):
                         "last_seen": timezone.now(),
                     },
                 )
+            except (OperationalError, InterfaceError) as exc:
+                # An outage or a cut link fails every beat until it ends: one line each,
+                # not a traceback every few seconds (20 minutes cut off wrote 600 KB).
+                first = str(exc).strip().splitlines()[:1] or [type(exc).__name__]
+                log.warning("worker %s: could not announce: %s", self.worker_name, first[0])
             except Exception:  # a database hiccup must not kill the thread
                 log.exception("worker %s: could not announce", self.worker_name)
             finally:

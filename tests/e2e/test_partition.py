@@ -394,3 +394,5 @@ def test_a_worker_cut_off_mid_job_loses_it_writes_nothing_and_serves_again(
     assert written == 0
     assert again["state"] == "succeeded", again["error"]
     assert again["worker_host"] == cut_off.name
+    # Beats that meet the cut say so in one line each, not a traceback every few seconds.
+    assert "could not announce\nTraceback" not in cut_off.log_path.read_text(errors="replace")
