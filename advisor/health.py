@@ -3,8 +3,9 @@
 It checks what a job needs: the database answers, the broker (Redis) answers,
 the shared cache answers, and how many workers announced themselves recently.
 200 when the database, broker and cache are up (no live worker is reported,
-not failed: jobs wait in their queue); 503 otherwise. For a load balancer or
-an orchestrator's probe; it reads nothing a share link protects.
+not failed: jobs wait in their queue); 503 with Retry-After otherwise, as every
+page answers while the database is away. For a load balancer or an
+orchestrator's probe; it reads nothing a share link protects.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from django.views.decorators.http import require_GET
 
 from advisor.celery import app
 from advisor.jobs import dispatch
+from advisor.outage import RETRY_AFTER_S
 
 
 def _database() -> None:
@@ -62,4 +64,7 @@ def health(request: HttpRequest) -> JsonResponse:
             {"name": w.name, "queues": w.queue_list} for w in Worker.objects.live().order_by("name")
         ]
     body = {"ok": ok, "checks": checks, "workers": workers}
-    return JsonResponse(body, status=200 if ok else 503)
+    response = JsonResponse(body, status=200 if ok else 503)
+    if not ok:
+        response["Retry-After"] = str(RETRY_AFTER_S)
+    return response

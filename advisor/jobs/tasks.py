@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from celery import shared_task
 from celery.exceptions import SoftTimeLimitExceeded
@@ -25,10 +25,16 @@ from advisor.jobs.models import Job
 from profiling.config import ConfigError
 
 log = logging.getLogger(__name__)
-# The final write's retries while the database is away: waits double from the first to
-# the last, for as long as the attempt's lease can still be valid.
+# A read or write of the row retried while the database is away: waits double from the
+# first to the last, for as long as the attempt's lease can still be valid.
 RETRY_FIRST_S = 0.5
 RETRY_MAX_S = 5.0
+T = TypeVar("T")
+
+
+class LeaseRanOut(Exception):
+    """The database stayed away past the time this attempt's lease can be valid: the
+    reaper gives the job to another attempt, so this one writes nothing more."""
 
 
 class LeaseClock:
@@ -38,7 +44,8 @@ class LeaseClock:
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
-        self.last_beat = clock()  # the claim wrote the first heartbeat
+        # The claim wrote the first heartbeat (a delivery not claimed yet waits as long).
+        self.last_beat = clock()
 
     def beat_written(self) -> None:
         self.last_beat = self.clock()
@@ -50,16 +57,30 @@ class LeaseClock:
 
 @shared_task(bind=True, acks_late=True, ignore_result=True, name="advisor.jobs.tasks.run_job")
 def run_job(self: Any, job_id: int) -> str:
-    """Run job `job_id` if it is still QUEUED; returns what happened (for logs)."""
-    lease = Job.objects.claim(job_id, self.request.hostname or "worker")
+    """Run job `job_id` if it is still QUEUED; returns what happened (for logs).
+
+    Every read and write of the row waits through a database outage for as long as the
+    lease can be valid (`LeaseClock`): an outage shorter than that costs a pause, and
+    neither the profile nor the job.
+    """
+    host = self.request.hostname or "worker"
+    try:
+        # A delivery that meets an outage holds its message and waits as long as an
+        # attempt would; dropped, the message would wait for the reaper to publish it again.
+        lease = retried(lambda: Job.objects.claim(job_id, host), LeaseClock(),
+                        f"job {job_id}: the claim")  # fmt: skip
+    except LeaseRanOut:
+        return "not claimed"  # still QUEUED: the reaper publishes it again
     if not lease:
         log.info("job %s: not queued any more (duplicate delivery or cancelled); skipped", job_id)
         return "skipped"
-    job = Job.objects.get(pk=job_id)
-    log.info("job %s: claimed, attempt %s, %s", job_id, job.attempts, job.model_name)
     clock = LeaseClock()
     try:
+        job = retried(lambda: Job.objects.get(pk=job_id), clock, f"job {job_id}: its row")
+        log.info("job %s: claimed, attempt %s, %s", job_id, job.attempts, job.model_name)
         outcome = _run_child(job, lease, clock)
+    except LeaseRanOut:
+        return "lost"  # the reaper runs the job again, as for a worker that died
     except SoftTimeLimitExceeded:  # the backstop when the job's own deadline did not fire
         outcome = child.Outcome.failed(f"timed out after {settings.CELERY_TASK_SOFT_TIME_LIMIT} s")
     except ConfigError as exc:
@@ -75,7 +96,8 @@ def run_job(self: Any, job_id: int) -> str:
 
 def _run_child(job: Job, lease: str, clock: LeaseClock | None = None) -> child.Outcome:
     clock = clock or LeaseClock()
-    config = spec.config_for(job)
+    # The config reads the row's uploads (a prompt sample, conversations) from the database.
+    config = retried(lambda: spec.config_for(job), clock, f"job {job.pk}: its config")
     devices = gpus.declared(settings.ADVISOR_WORKER_GPUS)
     with (
         gpus.lease(
@@ -92,9 +114,7 @@ def _run_child(job: Job, lease: str, clock: LeaseClock | None = None) -> child.O
             time_limit_s=settings.ADVISOR_JOB_TIME_LIMIT_S,
             tick_s=settings.ADVISOR_HEARTBEAT_S,
             watch=lambda progress: _beat(job.pk, lease, progress, clock=clock),
-            on_start=lambda pid: Job.objects.beat(
-                job.pk, lease, child_pid=pid, message="profiling"
-            ),
+            on_start=lambda pid: _beat(job.pk, lease, None, "profiling", clock, child_pid=pid),
             env={**child_env(), **gpus.visible(held)},
         )
         return child.run(config.to_dict(), how)
@@ -112,14 +132,11 @@ def _beat(
     progress: child.Progress | None,
     message: str = "",
     clock: LeaseClock | None = None,
+    **extra: Any,
 ) -> bool:
-    fields = {"message": message} if message else {}
+    fields = {**extra, "message": message} if message else dict(extra)
     if progress is not None:
-        fields = {
-            "progress": progress.fraction,
-            "phase": progress.phase,
-            "message": progress.message,
-        }
+        fields.update(progress=progress.fraction, phase=progress.phase, message=progress.message)
     try:
         held = Job.objects.beat(job_id, lease, **fields)
     except DatabaseError as exc:
@@ -154,10 +171,13 @@ def record(
     else:
         state, fields = Job.State.FAILED, {"error": outcome.error, "message": outcome.error[:512]}
     clock = clock or LeaseClock()
-    written = retried(
-        lambda: Job.objects.finish(job_id, lease, state, **fields), clock.valid_until(),
-        clock.clock, f"job {job_id}: the outcome",
-    )  # fmt: skip
+    try:
+        written = retried(
+            lambda: Job.objects.finish(job_id, lease, state, **fields), clock,
+            f"job {job_id}: the outcome",
+        )  # fmt: skip
+    except LeaseRanOut:
+        written = False
     log.info(
         "job %s: %s%s",
         job_id,
@@ -167,26 +187,26 @@ def record(
 
 
 def retried(
-    write: Callable[[], bool],
-    until: float,
-    clock: Callable[[], float] = time.monotonic,
-    what: str = "a write",
+    call: Callable[[], T],
+    clock: LeaseClock,
+    what: str = "a database call",
     sleep: Callable[[float], None] = time.sleep,
-) -> bool:
-    """`write()` again after each DatabaseError, the waits doubling from RETRY_FIRST_S to
-    RETRY_MAX_S, until it answers or `clock()` passes `until` (then False: not written)."""
+) -> T:
+    """`call()` again after each DatabaseError, the waits doubling from RETRY_FIRST_S to
+    RETRY_MAX_S, until it answers; LeaseRanOut once the lease can no longer be valid."""
     wait = RETRY_FIRST_S
     while True:
         try:
-            return write()
+            return call()
         except DatabaseError as exc:
             close_old_connections()  # a connection the outage broke is opened afresh
-            left = until - clock()
+            left = clock.valid_until() - clock.clock()
             if left <= 0:
-                log.error("%s was not written: the database stayed away past the lease "
-                          "(%s); the reaper will run the job again", what, exc)  # fmt: skip
-                return False
-            log.warning("%s not written yet (%s): again in %.1f s", what, exc, min(wait, left))
+                log.error("%s: the database stayed away past the lease (%s); the reaper "
+                          "will run the job again", what, exc)  # fmt: skip
+                raise LeaseRanOut(what) from exc
+            log.warning("%s not read or written yet (%s): again in %.1f s", what, exc,
+                        min(wait, left))  # fmt: skip
             sleep(min(wait, left))
             wait = min(2 * wait, RETRY_MAX_S)
 

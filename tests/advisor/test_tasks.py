@@ -206,11 +206,13 @@ def test_a_row_the_library_rejects_fails_before_any_child_starts():
         spec.config_for(job)
 
 
-def test_the_final_write_retries_with_doubling_waits_until_the_lease_runs_out() -> None:
+def test_a_database_call_retries_with_doubling_waits_until_the_lease_runs_out(settings) -> None:
     from django.db import OperationalError
 
-    from advisor.jobs.tasks import RETRY_MAX_S, retried
+    from advisor.jobs.tasks import RETRY_MAX_S, LeaseClock, LeaseRanOut, retried
 
+    # The lease can be valid for 60 s after the last beat: the stale limit less two beats.
+    settings.ADVISOR_HEARTBEAT_S, settings.ADVISOR_HEARTBEAT_STALE_S = 5, 70
     now, slept = [0.0], []
 
     def sleep(seconds: float) -> None:
@@ -224,13 +226,14 @@ def test_the_final_write_retries_with_doubling_waits_until_the_lease_runs_out() 
             raise OperationalError("the database is away")
         return True
 
-    assert retried(write, until=60.0, clock=lambda: now[0], sleep=sleep)
+    assert retried(write, LeaseClock(lambda: now[0]), sleep=sleep)
     assert slept == [0.5, 1.0, 2.0]
-    # Away for good: it waits up to RETRY_MAX_S at a time, stops at the lease's end.
+    # Away for good: it waits up to RETRY_MAX_S at a time and gives up at the lease's end.
     now[0], slept[:] = 0.0, []
 
     def away() -> bool:
         raise OperationalError("the database is away")
 
-    assert not retried(away, until=30.0, clock=lambda: now[0], sleep=sleep)
-    assert max(slept) == RETRY_MAX_S and sum(slept) == 30.0
+    with pytest.raises(LeaseRanOut):
+        retried(away, LeaseClock(lambda: now[0]), sleep=sleep)
+    assert max(slept) == RETRY_MAX_S and sum(slept) == 60.0
