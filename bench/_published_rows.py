@@ -43,7 +43,7 @@ METRICS = ("ttft", "itl_tpot", "throughput")
 OFFLINE_RATE = 1e9
 OFFLINE_ROUNDS = 4
 # The engine whose limits a row's projection uses, by the row's engine.
-ENGINE_LIMITS = {"TensorRT-LLM": "tensorrt-llm"}
+ENGINE_LIMITS = {"TensorRT-LLM": "trtllm"}
 
 # The model a row names -> its config: shipped with the project (profiling/data/configs)
 # or copied with its source under bench/data/configs. Matched on the row's `model`.
@@ -505,7 +505,7 @@ def express(
     static = bool(STATIC_BATCH.search(row.get("notes") or ""))
     offline = mode == "offline" and not SERVER_RUN.search(text)
     engine = engine_limits(gpu, ENGINE_LIMITS.get(out["engine"], "vllm"), offline)
-    seqs_from = f"{engine.engine}'s default"
+    seqs_from = f"{engine.name}'s default"
     requests, requests_from = None, ""
     if static and row.get("concurrency"):
         engine = replace(engine, max_seqs=row["concurrency"] // replicas)

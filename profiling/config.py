@@ -101,10 +101,12 @@ class Workload:
 @dataclass
 class Hardware:
     """The deployment target: a GPU kind from the catalog, how many, and how it serves
-    (the weights' and the KV cache's formats, and a fixed layout where one is given)."""
+    (the engine whose limits the projections stand for, the weights' and the KV cache's
+    formats, and a fixed layout where one is given)."""
 
     gpu_kind: str | None = None
     gpu_count: int = OPTIONS["gpu_count"].default
+    serving_engine: str = OPTIONS["serving_engine"].default
     weights: str = OPTIONS["weights"].default
     kv_cache: str = OPTIONS["kv_cache"].default
     tp: int | None = OPTIONS["tp"].default
@@ -114,8 +116,8 @@ class Hardware:
     host_memory_gib: float | None = OPTIONS["host_memory_gib"].default
 
     def validate(self) -> None:
-        names = ("gpu_count", "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd",
-                 "host_memory_gib")  # fmt: skip
+        names = ("gpu_count", "serving_engine", "weights", "kv_cache", "tp", "pp", "replicas",
+                 "gpu_hourly_usd", "host_memory_gib")  # fmt: skip
         for name in names:
             _check_option(name, getattr(self, name))
         if self.layout() is None and self.fixed_layout:

@@ -134,6 +134,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
             "gpu_kind": gpu.key,
             "gpu_label": gpu.label,
             "gpu_count": args.gpu_count,
+            "serving_engine": deployment.serving_engine,
             "weights": deployment.weights,
             "kv_cache": deployment.kv_cache,
             "layout": dict(zip(("tp", "pp", "replicas"), layout, strict=True)) if layout else None,
@@ -152,12 +153,15 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
 def render(report: dict[str, Any]) -> str:
     from profiling.advice.text import render_advice, render_predictions
     from profiling.advice_kit.advice_results import Advice, PredictionPoint
+    from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 
     model, hw = report["model"], report["hardware"]
     lines = [
         f"Model   {model['name']} ({model['source']}, "
         f"{model['num_parameters'] / 1e9:,.2f} B parameters, {report['dtype']})",
         f"GPUs    {hw['gpu_count']}× {hw['gpu_label']} (datasheet peaks, assumed efficiencies)",
+        f"Engine  {NAMES[hw.get('serving_engine', DEFAULT_ENGINE)]}'s default limits "
+        "(--serving-engine)",
     ]
     points = [PredictionPoint.from_dict(p) for p in report["predictions"]]
     lines += render_predictions(points) + render_advice(Advice.from_dict(report["advice"]))

@@ -59,6 +59,9 @@ WEIGHT_FORMATS = {"auto": "", "bf16": "bfloat16", "fp16": "float16", "fp8": "fp8
 # fmt: on
 # The KV cache's format ("auto": the weights' when 16 bits, else bf16) to a DTYPE_BYTES key.
 KV_CACHE_FORMATS = {"auto": "", "fp8": "float8"}
+# The engines a projection may stand for (their limits: `profiling.projection.engines`,
+# whose ENGINES a test keeps equal to these), vLLM's the default.
+SERVING_ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "trtllm": "TensorRT-LLM"}
 # The serving engine a job may also measure on ("": none); the names of
 # profiling.engine.ENGINES (a test keeps them equal; importing it here would circle).
 ENGINE_CHOICES = ("", "vllm")
@@ -90,6 +93,12 @@ LOAD = (
            "--requests", low=1, high=1_000_000, unit="requests", optional=True),
 )
 DEPLOYMENT = (
+    Option("serving_engine", "hardware", CHOICE, "vllm", "Serving engine",
+           "The engine you deploy on: every projection (serving figures, capacity, "
+           "deployments, what-if) stands for its default limits (requests and tokens a "
+           "step, its memory share) and names it, and the deployments' launch commands "
+           "are its own. Not the engine a job measures on (--engine).",
+           "--serving-engine", choices=tuple(SERVING_ENGINES), metavar="ENGINE"),
     Option("weights", "hardware", CHOICE, "auto", "Weights served in",
            "The precision the deployment serves its weights in (fp8 is how most H100/H200 "
            "fleets serve; int8 and int4 are weight-only; fp4 is NVFP4 on Blackwell's FP4 "

@@ -139,7 +139,8 @@ def _run(
     fit = None
     if fit_gpu:
         peak = activation_bytes(loaded.info.shapes, dtype, count)
-        fit = fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak)
+        fit = fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak,
+                        config.hardware.serving_engine)  # fmt: skip
     profile = Profile(
         config=config,
         model=loaded.info,

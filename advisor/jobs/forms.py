@@ -83,7 +83,8 @@ def _worker_label(worker: Worker) -> str:
 # Fields about a fixed deployment and its load that most jobs leave as they are: folded
 # under "Deployment details" on the form, its summary line saying what is set.
 DEPLOYMENT_DETAILS = (
-    "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd", "host_memory_gib",
+    "serving_engine", "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd",
+    "host_memory_gib",
     "request_rate", "requests", "conversation_turns", "conversation_think_s",
     "conversation_file",
 )  # fmt: skip
@@ -109,6 +110,7 @@ class JobForm(ConversationFileField, forms.ModelForm):
     requests = form_field(OPTIONS["requests"])
     conversation_turns = form_field(OPTIONS["conversation_turns"])
     conversation_think_s = form_field(OPTIONS["conversation_think_s"])
+    serving_engine = form_field(OPTIONS["serving_engine"])
     weights = form_field(OPTIONS["weights"])
     kv_cache = form_field(OPTIONS["kv_cache"])
     gpu_hourly_usd = form_field(OPTIONS["gpu_hourly_usd"])

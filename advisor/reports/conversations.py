@@ -15,6 +15,7 @@ from typing import Any
 
 from advisor.reports.charts_base import GIB, PALETTE, Figure, base_layout
 from profiling.caching.conversations import hit_check_line
+from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 from profiling.units import ms, pct, size, tok_s
 
 
@@ -103,7 +104,8 @@ def _capacity(tokens: int | None, kv_token: int, section: dict[str, Any]) -> str
     kv = "fp8 KV" if section.get("kv_cache") == "fp8" else f"{section.get('dtype', '?')} KV"
     return (f"{tokens:,} tokens ({size(tokens * kv_token)} of {kv}, {kv_token:,} bytes a "
             f"token, per engine copy of {section['tensor_parallel']} GPU(s), after the "
-            "weights and vLLM's memory reserve)")  # fmt: skip
+            f"weights and {NAMES[section.get('serving_engine', DEFAULT_ENGINE)]}'s memory "
+            "reserve)")  # fmt: skip
 
 
 def conversation_chart(section: dict[str, Any] | None) -> Figure | None:

@@ -12,6 +12,7 @@ import math
 from typing import Any
 
 from advisor.reports.deployment_charts import pareto_chart
+from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 from profiling.units import UNKNOWN, count, ms, significant
 
 
@@ -37,6 +38,7 @@ def section_context(deployments: dict[str, Any] | None) -> dict[str, Any] | None
     nearest = next((r for r in rows if r["c"]["on_your_gpus"] and r["c"]["fits"]), None)
     return {
         "raw": deployments,
+        "engine": NAMES.get(deployments.get("engine") or DEFAULT_ENGINE, UNKNOWN),
         "finding": finding(deployments, rows[pick] if pick is not None else None, nearest),
         "rows": rows,
         "pick": rows[pick] if pick is not None else None,

@@ -24,6 +24,7 @@ from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.projection.calibration import Calibration, PhaseRate, assumed, calibrate
 from profiling.projection.deployments import FIRST_ONLY
+from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
 from profiling.projection.estimate import Projection, project
 from profiling.projection.precision import PRECISIONS
 from profiling.results import FitCheck
@@ -50,6 +51,11 @@ class Scenario:
     dtype: str
     kv_dtype: str = ""
     spec_acceptance: float | None = None  # a draft's per-token acceptance, for the estimate
+    serving_engine: str = DEFAULT_ENGINE  # whose limits the projection stands for
+
+    @property
+    def engine_name(self) -> str:
+        return NAMES[self.serving_engine]
 
 
 @dataclass
@@ -80,7 +86,8 @@ def initial(profile: Profile) -> Scenario:
     w = config.workload
     acceptance = measured_acceptance(profile)
     return Scenario(kind, config.hardware.gpu_count, w.concurrency, w.prompt_tokens,
-                    w.output_tokens, dtype, spec_acceptance=acceptance)  # fmt: skip
+                    w.output_tokens, dtype, spec_acceptance=acceptance,
+                    serving_engine=config.hardware.serving_engine)  # fmt: skip
 
 
 def measured_acceptance(profile: Profile) -> float | None:
@@ -158,7 +165,8 @@ def run(profile: Profile, s: Scenario) -> Outcome:
     calibration = rates_for(profile, shapes, gpu, on_worker, s.dtype)
     projection = project(shapes, calibration, s.dtype, s.prompt_tokens, s.output_tokens,
                          s.concurrency, gpu, s.gpu_count, kv_dtype=s.kv_dtype,
-                         ttft_ms=workload.ttft_ms, tpot_ms=workload.tpot_ms)  # fmt: skip
+                         ttft_ms=workload.ttft_ms, tpot_ms=workload.tpot_ms,
+                         engine=limits(gpu, s.serving_engine, tp=s.gpu_count))  # fmt: skip
     fit, advice = None, None
     if gpu is not None:
         stated = profile.config.stated_bottleneck

@@ -14,7 +14,7 @@ from django.http import QueryDict
 
 from advisor.reports import whatif
 from profiling.measure import hardware
-from profiling.options import OPTIONS
+from profiling.options import OPTIONS, SERVING_ENGINES
 from profiling.profile import Profile
 
 PREFIX = "whatif"
@@ -38,6 +38,10 @@ class WhatIfForm(forms.Form):
         label="draft acceptance", required=False, min_value=0.0, max_value=0.99,
         help_text="per drafted token, for the speculative estimate; blank: 0.5–0.8 assumed",
     )  # fmt: skip
+    # Left out (a link from before it existed): the job's own engine.
+    serving_engine = forms.ChoiceField(
+        label="engine", choices=list(SERVING_ENGINES.items()), required=False
+    )
 
     def __init__(self, profile: Profile, query: QueryDict | None = None) -> None:
         bound = query is not None and any(k.startswith(f"{PREFIX}-") for k in query)
@@ -50,7 +54,8 @@ class WhatIfForm(forms.Form):
         self.start = start
 
     def scenario(self) -> whatif.Scenario:
-        data: dict[str, Any] = self.cleaned_data
+        data: dict[str, Any] = dict(self.cleaned_data)
+        data["serving_engine"] = data["serving_engine"] or self.start.serving_engine
         return whatif.Scenario(**{name: data[name] for name in self.fields})
 
 

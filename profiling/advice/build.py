@@ -37,6 +37,7 @@ from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.profile import Experiments, Profile
 from profiling.projection.calibration import assumed, calibrate, leave_one_out, relative_error
+from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
 from profiling.projection.estimate import Projection, project
 from profiling.projection.validation import band, unchecked
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
@@ -200,12 +201,13 @@ def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
     if verdict is None:
         raise ValueError("the profile has no verdict (no prefill or decode points)")
     config, env, mem = profile.config, profile.environment, profile.memory
-    workload = config.workload
+    workload, engine = config.workload, config.hardware.serving_engine
     calibration, served = None, None
     if shapes is not None and profile.prefill and profile.decode:
         calibration = calibrate(shapes, profile, env.device_name)
         # The workload served on the measured rates (projected): its queueing share.
-        served = _project(shapes, calibration, env.dtype or "float32", workload, None, 1).served
+        served = _project(shapes, calibration, env.dtype or "float32", workload, None, 1,
+                          engine=engine).served  # fmt: skip
     return Facts(
         basis=MEASURED,
         workload=workload,
@@ -232,6 +234,7 @@ def facts_of(profile: Profile, shapes: Shapes | None = None) -> Facts:
         calibration=calibration,
         queue_share=served.queue_share if served else 0.0,
         served=served,
+        engine=engine,
     )
 
 
@@ -263,7 +266,8 @@ def _workload_projection(
     config, verdict, mem = profile.config, profile.verdict, profile.memory
     workload = config.workload
     calibration = calibrate(shapes, profile, device)
-    projection = _project(shapes, calibration, dtype, workload, None, 1)
+    engine = config.hardware.serving_engine
+    projection = _project(shapes, calibration, dtype, workload, None, 1, engine=engine)
     measured = None
     if verdict:
         kv = mem.kv_cache_bytes_per_token * workload.concurrency * workload.context_tokens
@@ -305,15 +309,18 @@ def _project(
     gpu: GPU | None,
     count: int,
     deployment: Hardware | None = None,
+    engine: str | None = None,
 ) -> Projection:
     """The workload on `count` GPUs: in tensor parallel over all of them, or in the
-    layout `deployment` fixes, with its KV-cache format and the workload's load."""
+    layout `deployment` fixes, with its KV-cache format and the workload's load, on the
+    limits of `engine` (the deployment's serving engine by default)."""
     tp, pp, replicas = (deployment.layout() if deployment else None) or (count, 1, 1)
+    engine = engine or (deployment.serving_engine if deployment else DEFAULT_ENGINE)
     return project(
         shapes, rates, dtype, w.prompt_tokens, w.output_tokens, w.concurrency, gpu, tp,
         kv_dtype=deployment.kv_dtype if deployment else "", ttft_ms=w.ttft_ms,
-        tpot_ms=w.tpot_ms, rate=w.request_rate or 0.0, requests=w.requests,
-        replicas=replicas, stages=pp,
+        tpot_ms=w.tpot_ms, engine=limits(gpu, engine, tp=tp, pp=pp),
+        rate=w.request_rate or 0.0, requests=w.requests, replicas=replicas, stages=pp,
     )  # fmt: skip
 
 
@@ -345,6 +352,9 @@ def projection_points(
         at["request_rate"] = workload.request_rate
     memory = float(projection.weights_bytes + projection.kv_cache_bytes)
     served = projection.served
+    if served is None and measured is None:  # its first note says why
+        why = projection.notes[0] if projection.notes else "not served"
+        note += f"; {why}, on {NAMES[projection.engine]}'s limits"
     if measured is not None or served is None:
         figures = [
             ("ttft_seconds", "s", projection.prefill_alone_seconds),
@@ -364,8 +374,9 @@ def projection_points(
             ("memory_bytes", "bytes", memory),
         ]
         note += (
-            f"; served by a simulated engine (continuous batching, chunked prefill of "
-            f"{served.max_batched_tokens:,} tokens per step) "
+            f"; served by a simulated engine on {NAMES[projection.engine]}'s limits "
+            f"(continuous batching, chunked prefill of {served.max_batched_tokens:,} tokens "
+            "per step) "
             + (f"at {workload.request_rate:g} requests/s" if workload.request_rate
                else f"to {workload.concurrency} users")
             + f", {served.requests} requests"

@@ -10,10 +10,12 @@ from typing import Any
 
 from profiling.advice_kit.facts import Facts
 from profiling.config import Hardware, Workload
+from profiling.engine import projected_commands
 from profiling.engine.commands import launch_command
 from profiling.engine.results import EngineResult, ServingPoint
 from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import Deployments, deployments
+from profiling.projection.engines import DEFAULT_ENGINE, STATIC, limits
 from profiling.projection.precision import model_format
 from profiling.projection.search import Measured, Scenario
 from profiling.quantization.results import MEASURED as MEASURED_VARIANT
@@ -56,9 +58,11 @@ def scenario(
     # search then never quantizes it again).
     dtype = model_format(facts.dtype)
     hit_rate, hit_basis = prefix_hits(facts, engine)
+    # The engine's serving figures stand in for the estimate only on the engine deployed on.
+    served = measured(facts, engine) if engine is None or engine.name == facts.engine else {}
     return Scenario(facts.shapes, facts.gpu, count, dtype, facts.workload, current,
                     acceptance, basis, draft or "draft head", quality(engine, quantization),
-                    measured(facts, engine), hit_rate, hit_basis)  # fmt: skip
+                    served, hit_rate, hit_basis, facts.engine)  # fmt: skip
 
 
 def prefix_hits(facts: Facts, engine: EngineResult | None) -> tuple[float | None, str]:
@@ -211,8 +215,12 @@ def search(
         return None
     hourly = deployment.gpu_hourly_usd if deployment else None
     found = deployments(sc, hourly, capacity_for)
-    version = engine.version if engine else None
-    found.commands = [command(model, e.configuration, version) for e in found.ranked]
+    # The measured engine's version checks the flags only where it is the one deployed on.
+    version = engine.version if engine and engine.name == sc.engine else None
+    found.commands = [command(model, e.configuration, version, sc.engine) for e in found.ranked]
+    at = limits(sc.gpu, sc.engine, tp=sc.current.tp, pp=sc.current.pp)
+    share = ", that memory share at your layout's TP × PP" if at.memory == STATIC else ""
+    found.notes.append(f"every configuration served on {at.note()}{share}")
     w = facts.workload
     if w.ttft_ms or w.tpot_ms:
         facts.meets_on_your_gpus = any(e.meets for e in found.ranked if e.on_your_gpus)
@@ -220,10 +228,15 @@ def search(
 
 
 def command(
-    model: str, configuration: Configuration, engine_version: str | None = None
+    model: str,
+    configuration: Configuration,
+    engine_version: str | None = None,
+    serving_engine: str = DEFAULT_ENGINE,
 ) -> dict[str, Any]:
-    """The engine's launch command for `configuration` (or why there is none), with the
-    flags of the engine version the job's worker ran, where it ran one."""
+    """The serving engine's launch command for `configuration` (or why there is none),
+    with the flags of the engine version the job's worker ran, where it ran one."""
+    if serving_engine != DEFAULT_ENGINE:
+        return projected_commands.launch_command(serving_engine, model, configuration).to_dict()
     return launch_command(model, configuration, engine_version=engine_version).to_dict()
 
 

@@ -17,6 +17,7 @@ from profiling.measure import hardware
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import DTYPE_BYTES, Shapes
 from profiling.projection.calibration import Calibration
+from profiling.projection.engines import DEFAULT_ENGINE, EngineLimits, limits
 from profiling.projection.estimate import Projection
 from profiling.projection.fit import activation_bytes, fit_check
 from profiling.projection.serving import Served
@@ -58,6 +59,7 @@ class Facts:
     meets_on_your_gpus: bool | None = None
     kv_dtype: str = ""  # the KV cache's format the figures are for ("": the weights' rule)
     measured_gpu: str | None = None  # the catalog key of the GPU a profile measured on
+    engine: str = DEFAULT_ENGINE  # the engine the projections stand for (engines.ENGINES)
 
     @property
     def measured(self) -> bool:
@@ -83,14 +85,18 @@ class Facts:
         peak = self.gpu.peak_flops(self.dtype) or self.gpu.bf16_flops_per_second
         return peak / self.gpu.memory_bandwidth_bytes_per_second if peak else None
 
+    def engine_limits(self, tp: int | None = None) -> EngineLimits:
+        """The engine's limits on the deployment GPU, for a copy of `tp` GPUs (all of them
+        by default)."""
+        return limits(self.gpu, self.engine, tp=tp or self.gpu_count)
+
     def fit_with_weights(self, weights_bytes: int) -> FitCheck | None:
         """The fit check again with other weights (a quantized variant's)."""
         if self.gpu is None:
             return None
         peak = activation_bytes(self.shapes, self.dtype, self.gpu_count)
-        return fit_check(
-            weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu, self.gpu_count, peak
-        )
+        return fit_check(weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu,
+                         self.gpu_count, peak, self.engine)  # fmt: skip
 
     @classmethod
     def from_projection(
@@ -107,7 +113,7 @@ class Facts:
         weights, kv_token = projection.weights_bytes, projection.kv_cache_bytes_per_token
         count = projection.gpu_count
         peak = activation_bytes(shapes, projection.dtype, count)
-        fit = fit_check(weights, kv_token, workload, gpu, count, peak)
+        fit = fit_check(weights, kv_token, workload, gpu, count, peak, projection.engine)
         decode_seconds = projection.tpot_seconds * max(workload.output_tokens - 1, 0)
         total = projection.ttft_seconds + decode_seconds
         # A request's time splits three ways: waiting to be scheduled (zero without a
@@ -138,6 +144,7 @@ class Facts:
             served=projection.served,
             spec_acceptance=spec_acceptance,
             kv_dtype=projection.kv_dtype,
+            engine=projection.engine,
         )
 
 

@@ -134,7 +134,8 @@ def caching_estimate(facts: Facts) -> list[Outcome]:
     def ttft(cached: int) -> float:
         return project(shapes, calibration, facts.dtype, w.prompt_tokens, w.output_tokens,
                        w.concurrency, facts.gpu, facts.gpu_count, ttft_ms=w.ttft_ms,
-                       tpot_ms=w.tpot_ms, cached_tokens=cached).ttft_seconds  # fmt: skip
+                       tpot_ms=w.tpot_ms, cached_tokens=cached,
+                       engine=facts.engine_limits()).ttft_seconds  # fmt: skip
 
     ratio = ttft(0) / ttft(prefix)
     if ratio < MIN_GAIN:

@@ -31,6 +31,7 @@ from profiling.projection.conversations import (
     synthetic,
     tokenize_conversations,
 )
+from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
 from profiling.projection.host_tier import OFFLOAD_CPU_REASON, host_bytes_of, project_host_tier
 from profiling.projection.step_time import StepModel
 from profiling.units import ms, size
@@ -120,7 +121,8 @@ def estimate_conversations(
     users = math.ceil(workload.concurrency / replicas)
     rates = rates or assumed(gpu, dtype, shapes.num_layers)
     targets = {"ttft_ms": workload.ttft_ms, "tpot_ms": workload.tpot_ms}
-    kwargs = {"kv_dtype": hw.kv_dtype, **targets}
+    engine = limits(gpu, hw.serving_engine, tp=tp)
+    kwargs: dict[str, Any] = {"kv_dtype": hw.kv_dtype, **targets, "engine": engine}
     if not conversations:
         conversations, source = synthetic_conversations(workload), synthetic_source(workload)
     p = prepare(shapes, rates, dtype, conversations, users, gpu, tp, **kwargs)
@@ -129,7 +131,7 @@ def estimate_conversations(
     host = host_bytes_of(hw.host_memory_gib)
     step = StepModel(shapes, rates, dtype, hw.kv_dtype, tp, gpu)
     tier = project_host_tier(p, step, users, gpu, tp, host, measured_link, **kwargs)
-    advice = host_tier_advice(tier)
+    advice = host_tier_advice(tier, hw.serving_engine, tp)
     return {
         "basis": rates.basis,
         "source": source or "your conversations",
@@ -137,6 +139,7 @@ def estimate_conversations(
         "tensor_parallel": tp,
         "dtype": dtype,  # the weights' precision served (the KV's where `kv_cache` is "auto")
         "kv_cache": hw.kv_cache,
+        "serving_engine": hw.serving_engine,
         "served": served.to_dict(),
         "host_tier": tier.to_dict(),
         "advice": {"recommended": isinstance(advice, Recommendation), **serde.to_dict(advice)},
@@ -157,7 +160,8 @@ def render_conversations(section: dict[str, Any]) -> list[str]:
     lines = [
         "",
         f"Conversations ({summary['conversations']:,} conversations, {summary['turns']:,} "
-        f"turns, {section['users_per_copy']} users per engine copy; {section['basis']})",
+        f"turns, {section['users_per_copy']} users per engine copy on "
+        f"{NAMES[section.get('serving_engine', DEFAULT_ENGINE)]}'s limits; {section['basis']})",
         f"  from {section.get('source', 'the workload')}",
         f"  the mean turn: {summary['mean_prompt_tokens']:,.0f} prompt tokens (its history "
         f"included), {summary['mean_output_tokens']:,.0f} reply tokens",

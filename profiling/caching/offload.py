@@ -10,8 +10,8 @@ failure said with its figure:
 3. loads slower than recompute: at these prompt lengths the tier's hits take longer
    over the host link than the GPU takes to prefill them again;
 4. the gain: the TTFT, throughput or goodput it buys must clear the rule kit's bar.
-Otherwise it is recommended with vLLM's flags, at the size that captures most of the
-gain (`host_tier.size_for_most_of_the_gain`).
+Otherwise it is recommended with the serving engine's flags (`host_tier.offload_setting`),
+at the size that captures most of the gain (`host_tier.size_for_most_of_the_gain`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from profiling.advice_kit.advice_results import (
     Recommendation,
 )
 from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome
-from profiling.projection.host_tier import HostTier, offload_flags, size_for_most_of_the_gain
+from profiling.projection.engines import DEFAULT_ENGINE
+from profiling.projection.host_tier import HostTier, offload_setting, size_for_most_of_the_gain
 from profiling.units import ms, size
 
 TECHNIQUE = "caching"
@@ -34,8 +35,9 @@ MIN_REUSE = 0.05
 FITS_SHARE = 0.95
 
 
-def host_tier_advice(tier: HostTier) -> Outcome:
-    """Recommend the tier, or say why not (see the module docstring)."""
+def host_tier_advice(tier: HostTier, engine: str = DEFAULT_ENGINE, tp: int = 1) -> Outcome:
+    """Recommend the tier on `engine` (a copy of `tp` GPUs), or say why not (see the module
+    docstring)."""
     if tier.reusable_rate < MIN_REUSE:
         return NotRecommended(TECHNIQUE, f"no reuse: even with room for everything only "
                               f"{tier.reusable_rate:.0%} of prompt tokens repeat an earlier "
@@ -58,10 +60,10 @@ def host_tier_advice(tier: HostTier) -> Outcome:
                               f"{ms(tier.load_seconds)} to load the tier's hits over "
                               f"{tier.link.name} against {ms(tier.recompute_seconds)} to "
                               "prefill them again", KEY)  # fmt: skip
-    return _judge_gain(tier)
+    return _judge_gain(tier, engine, tp)
 
 
-def _judge_gain(tier: HostTier) -> Outcome:
+def _judge_gain(tier: HostTier, engine: str, tp: int) -> Outcome:
     before, after = tier.without, tier.with_tier
     if after is None:
         return NotRecommended(TECHNIQUE, "the tier adds no hits", KEY)
@@ -80,7 +82,6 @@ def _judge_gain(tier: HostTier) -> Outcome:
                               f"{tier.tier_hit_rate:.0%} of prompt tokens) buy {gain:.2f}× "
                               f"{what} at best, below the {MIN_GAIN:.2f}× bar", KEY)  # fmt: skip
     chosen = size_for_most_of_the_gain(tier) or tier.host_bytes
-    flags = " ".join(offload_flags(chosen))
     changes = [Change("ttft_ms", before.ttft_seconds * 1e3, ttft_after * 1e3, "ms"),
                Change("decode_tokens_per_second", before.decode_tokens_per_second,
                       after.decode_tokens_per_second, "tokens/s")]  # fmt: skip
@@ -90,7 +91,7 @@ def _judge_gain(tier: HostTier) -> Outcome:
             "tokens/s")  # fmt: skip
     return Recommendation(
         technique=TECHNIQUE,
-        setting=f"a host-memory KV tier of {size(chosen)}: vllm serve … {flags}",
+        setting=f"a host-memory KV tier of {size(chosen)}: {offload_setting(engine, chosen, tp)}",
         expected_effect=ExpectedEffect(text, changes),
         evidence=[Evidence("#conversations", KEY, f"{gain:.2f}× {what}")],
         caveats=[

@@ -71,7 +71,7 @@ def launch_command(
     if reasons:
         return LaunchCommand([], "", "; ".join(reasons))
     argv = vllm.serve_argv(model, flags)
-    notes = [n for n in (_replicas_note(c), _version_note(engine_version)) if n]
+    notes = [n for n in (replicas_note(c), _version_note(engine_version)) if n]
     return LaunchCommand(argv, shlex.join(argv), "", " ".join(notes))
 
 
@@ -124,7 +124,7 @@ def _prequantized_reason(weights: str, model: str, example: str) -> str:
     )
 
 
-def _replicas_note(c: Configuration) -> str:
+def replicas_note(c: Configuration) -> str:
     """Replicas are separate servers: vLLM's own data parallelism would not keep them
     apart (a mixture's experts are then sharded over every rank)."""
     if c.replicas == 1:

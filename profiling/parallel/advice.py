@@ -25,6 +25,7 @@ from profiling.advice_kit.rule_kit import (
     weak,
 )
 from profiling.measure import hardware
+from profiling.measure.hardware import GPU
 from profiling.measure.stats import ratio_interval
 from profiling.model.shapes import DTYPE_BYTES
 from profiling.parallel import split_serving
@@ -32,6 +33,7 @@ from profiling.parallel.layout_advice import layout_advice
 from profiling.parallel.plans import TP_SIZES
 from profiling.parallel.results import BASIS_MEASURED, DisaggregationResult, ParallelResult
 from profiling.projection import serving
+from profiling.projection.engines import limits
 from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.precision import PRECISIONS
 from profiling.projection.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
@@ -117,7 +119,8 @@ def parallel_estimate(facts: Facts, goal: str) -> list[Outcome]:
     kv = facts.kv_bytes_per_token * facts.workload.concurrency * facts.workload.context_tokens
     kv_heads = shapes.num_key_value_heads if shapes else max(TP_SIZES)
     for tp in TP_SIZES:
-        usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, facts.dtype, tp))
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, facts.dtype, tp),
+                              facts.engine_limits(tp), facts.weights_bytes / tp)  # fmt: skip
         per_device = facts.weights_bytes / tp + kv / min(tp, kv_heads)
         if per_device <= usable:
             break
@@ -156,15 +159,19 @@ def _bigger_gpu(facts: Facts, needed: float) -> str:
     if gpu is None:
         return ""
     peak = activation_bytes(facts.shapes, facts.dtype, count)
+
+    def usable(g: GPU) -> int:
+        rule = limits(g, facts.engine, tp=count)
+        return usable_bytes(g.memory_bytes, peak, rule, facts.weights_bytes / count) * count
+
     roomier = [g for g in hardware.catalog().values()
                if g.vendor == gpu.vendor and g.memory_bytes > gpu.memory_bytes
-               and usable_bytes(g.memory_bytes, peak) * count >= needed]  # fmt: skip
+               and usable(g) >= needed]  # fmt: skip
     if not roomier:
         return ""
     g = min(roomier, key=lambda g: g.memory_bytes)
     return (
-        f"or a bigger GPU: {count}× {g.label} holds it ({size(needed)} of "
-        f"{size(usable_bytes(g.memory_bytes, peak) * count)} usable)"
+        f"or a bigger GPU: {count}× {g.label} holds it ({size(needed)} of {size(usable(g))} usable)"
     )
 
 
@@ -283,9 +290,10 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
     dtype = facts.dtype if facts.dtype in DTYPE_BYTES or facts.dtype in PRECISIONS else "bfloat16"
     gpu, count = facts.gpu, max(1, facts.gpu_count)
     step = StepModel(facts.shapes, facts.calibration, dtype, "", count, gpu)
-    capacity = None
+    capacity, rule = None, facts.engine_limits(count)
     if gpu is not None:
-        usable = usable_bytes(gpu.memory_bytes, activation_bytes(facts.shapes, dtype, count))
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(facts.shapes, dtype, count),
+                              rule, facts.weights_bytes / count)  # fmt: skip
         capacity = kv_capacity_tokens(facts.shapes, dtype, "", gpu, count, usable)
         if capacity < work.context_tokens:
             return []  # it does not fit: the capacity rules speak first
@@ -293,7 +301,9 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
     apart = split_serving.split(step, p, o, work.concurrency, link_bytes_per_second(gpu), capacity)
     engines = apart.prefill_workers + apart.decode_workers
     users = math.ceil(work.concurrency / engines)
-    together = serving.simulate(step, p, o, concurrency=users, kv_tokens=capacity)
+    together = serving.simulate(step, p, o, concurrency=users, kv_tokens=capacity,
+                                max_seqs=rule.max_seqs,
+                                max_batched_tokens=rule.max_batched_tokens)  # fmt: skip
     gpus = engines * count
     mixed, alone = together.tpot.p90 * 1e3, apart.tpot.p90 * 1e3
     same = (f"on the same {gpus} GPUs as {engines} aggregated replicas ({users} users each) "

@@ -43,7 +43,7 @@ def layout_advice(facts: Facts) -> list[Outcome]:
     rates = assumed(gpu, dtype, shapes.num_layers)
     count = facts.gpu_count
     kv = facts.kv_dtype if own else ""  # the figures' KV format, with their weights'
-    found = layouts.search(shapes, rates, dtype, work, gpu, count, kv)
+    found = layouts.search(shapes, rates, dtype, work, gpu, count, kv, facts.engine)
     pick = layouts.best(found)
     if pick is None:
         return _more_gpus(facts, found, rates, dtype, kv)
@@ -95,7 +95,9 @@ def _more_gpus(facts: Facts, found: list[Layout], rates, dtype: str, kv: str = "
     for more in (2 * count, 4 * count, 8 * count):
         if more > 64:
             break
-        pick = layouts.best(layouts.search(facts.shapes, rates, dtype, work, gpu, more, kv))
+        pick = layouts.best(
+            layouts.search(facts.shapes, rates, dtype, work, gpu, more, kv, facts.engine)
+        )
         if pick is None or pick.served is None:
             continue
         before = facts.tpot_seconds

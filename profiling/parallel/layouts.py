@@ -31,12 +31,22 @@ from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.parallel.plans import TP_SIZES
 from profiling.projection.calibration import Calibration
+from profiling.projection.engines import DEFAULT_ENGINE, limits
 from profiling.projection.expert_parallel import ExpertParallel
 from profiling.projection.fit import activation_bytes, usable_bytes
+from profiling.projection.precision import weights_format
 from profiling.projection.serving import Served, simulate
 from profiling.projection.step_time import Staged, StepModel, kv_capacity_tokens
 
 SIZES = TP_SIZES  # every degree the search tries (TP, PP, EP) is one of the TP sizes
+# Data-parallel attention with expert parallelism, as each engine asks for it (the flags of
+# `profiling.engine.commands` and `profiling.engine.projected_commands`).
+EXPERT_FLAGS = {
+    "vllm": "vLLM's --data-parallel-size {ep} --enable-expert-parallel",
+    "sglang": "SGLang's --tp-size {ep} --ep-size {ep} --attn-dp-size {ep}",
+    "trtllm": "TensorRT-LLM's --tp_size {ep} --ep_size {ep} and enable_attention_dp in its "
+    "--config file",
+}
 TIE = 0.02  # throughputs this close are one throughput
 
 
@@ -80,9 +90,11 @@ def search(
     gpu: GPU,
     gpus: int,
     kv_dtype: str = "",
+    engine: str = DEFAULT_ENGINE,
 ) -> list[Layout]:
     """Every tp × pp × replicas using all `gpus`, served at the workload (those that fit),
-    the KV cache in `kv_dtype` ("": the weights' rule, `precision.kv_format`)."""
+    the KV cache in `kv_dtype` ("": the weights' rule, `precision.kv_format`), on
+    `engine`'s limits (`profiling.projection.engines`)."""
     out = []
     for tp in SIZES:
         for pp in SIZES:
@@ -91,22 +103,33 @@ def search(
             replicas = gpus // (tp * pp)
             users = math.ceil(workload.concurrency / replicas)
             layout = Layout(tp, pp, replicas, users, fits=False)
-            out.append(_serve(layout, shapes, calibration, dtype, workload, gpu, kv_dtype))
+            out.append(_serve(layout, shapes, calibration, dtype, workload, gpu, kv_dtype,
+                              engine))  # fmt: skip
     for ep in SIZES[1:] if shapes.num_experts else ():
         if gpus % ep or shapes.num_experts % ep:
             continue
         users = math.ceil(workload.concurrency / (gpus // ep))
         layout = Layout(1, 1, gpus // ep, users, fits=False, ep=ep)
-        out.append(_serve_experts(layout, shapes, calibration, dtype, workload, gpu, kv_dtype))
+        out.append(_serve_experts(layout, shapes, calibration, dtype, workload, gpu, kv_dtype,
+                                  engine))  # fmt: skip
     return out
 
 
 def _serve(
-    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU,
+    layout: Layout,
+    shapes: Shapes,
+    calibration: Calibration,
+    dtype: str,
+    w: Workload,
+    gpu: GPU,
     kv: str = "",
+    engine: str = DEFAULT_ENGINE,
 ) -> Layout:
     devices = layout.tp * layout.pp
-    usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, layout.tp))
+    rule = limits(gpu, engine, tp=layout.tp, pp=layout.pp)
+    weights = shapes.weights_bytes(weights_format(dtype)) / devices
+    usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, layout.tp), rule,
+                          weights)  # fmt: skip
     capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, devices, usable,
                                   context=w.context_tokens)  # fmt: skip
     if capacity is None or capacity < w.context_tokens * layout.users:
@@ -118,6 +141,7 @@ def _serve(
     ttft, tpot = _targets(w)
     served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
                       concurrency=math.ceil(layout.users / groups), kv_tokens=capacity // groups,
+                      max_seqs=rule.max_seqs, max_batched_tokens=rule.max_batched_tokens,
                       ttft_slo=ttft, tpot_slo=tpot)  # fmt: skip
     _served(layout, served, groups, ttft, tpot)
     if layout.pp > layout.users:
@@ -127,13 +151,21 @@ def _serve(
 
 
 def _serve_experts(
-    layout: Layout, shapes: Shapes, calibration: Calibration, dtype: str, w: Workload, gpu: GPU,
+    layout: Layout,
+    shapes: Shapes,
+    calibration: Calibration,
+    dtype: str,
+    w: Workload,
+    gpu: GPU,
     kv: str = "",
+    engine: str = DEFAULT_ENGINE,
 ) -> Layout:
     """Each of the ep ranks serves its share of the copy's users, its KV cache in the
     memory the shared weights and its experts leave."""
     step = ExpertParallel(StepModel(shapes, calibration, dtype, kv, 1, gpu), layout.ep)
-    usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, 1))
+    rule = limits(gpu, engine, tp=layout.ep)
+    usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, 1), rule,
+                          step.weights_held())  # fmt: skip
     capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, 1, usable, step.weights_held(),
                                   w.context_tokens)  # fmt: skip
     users = math.ceil(layout.users / layout.ep)
@@ -146,14 +178,16 @@ def _serve_experts(
         w.output_tokens,  # type: ignore[arg-type]
         concurrency=users,
         kv_tokens=capacity,
+        max_seqs=rule.max_seqs,
+        max_batched_tokens=rule.max_batched_tokens,
         ttft_slo=ttft,
         tpot_slo=tpot,
     )
     _served(layout, served, layout.ep, ttft, tpot)
+    how = EXPERT_FLAGS[engine].format(ep=layout.ep)
     layout.notes.append(
-        f"serve with vLLM's --data-parallel-size {layout.ep} --enable-expert-parallel; "
-        "routing is taken as even and the experts' grouped matrix products as running at "
-        "the datasheet rates, as for the other layouts"
+        f"serve with {how}; routing is taken as even and the experts' grouped matrix products "
+        "as running at the datasheet rates, as for the other layouts"
     )
     return layout
 

@@ -121,7 +121,7 @@ def _static_miss(sc: Scenario, e: Evaluated) -> Callable[[int], float] | None:
         found = engine(sc, e.configuration, users)
         if found is None:
             return math.inf
-        budget = limits(sc.gpu).max_batched_tokens
+        budget = limits(sc.gpu, sc.engine).max_batched_tokens
         step = steady_seconds(
             found.step, found.users, w.prompt_tokens, w.output_tokens, found.cached, budget
         )
@@ -250,6 +250,7 @@ class Deployments:
         return {
             "gpu": sc.gpu.key,
             "gpu_count": sc.gpu_count,
+            "engine": sc.engine,
             "concurrency": w.concurrency,
             "request_rate": w.request_rate,
             "output_tokens": w.output_tokens,

@@ -18,7 +18,7 @@ from profiling import serde
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import Calibration
-from profiling.projection.engines import EngineLimits, limits
+from profiling.projection.engines import DEFAULT_ENGINE, EngineLimits, limits
 from profiling.projection.fit import activation_bytes
 from profiling.projection.precision import kv_format, weights_format
 from profiling.projection.serving import Served, simulate
@@ -62,6 +62,7 @@ class Projection:
     kv_dtype: str = ""
     served: Served | None = None
     notes: list[str] = field(default_factory=list)
+    engine: str = DEFAULT_ENGINE  # the engine whose limits it stands for (engines.ENGINES)
 
     def to_dict(self) -> dict[str, Any]:
         return serde.to_dict(self)
@@ -133,6 +134,9 @@ def project(
             )  # fmt: skip
         except ValueError as exc:
             notes.append(f"not served by the simulated engine ({exc})")
+    else:
+        notes.append("one request's KV cache does not fit beside the weights: figures are "
+                     "for the work alone, as if it fitted")  # fmt: skip
     notes.append(f"stands for {engine.note()}")
     if served is not None:
         notes += served.notes
@@ -140,8 +144,6 @@ def project(
         throughput = served.output_tokens_per_second * groups * replicas
         prefill_share, queue_share = served.prefill_share, served.queue_share
     else:
-        notes = notes or ["one request's KV cache does not fit beside the weights: figures are "
-                          "for the work alone, as if it fitted"]  # fmt: skip
         ttft, tpot = alone, static_step
         e2e = ttft + tpot * max(output_tokens - 1, 0)
         throughput, prefill_share, queue_share = per_copy * replicas / tpot, ttft / e2e, 0.0
@@ -181,6 +183,7 @@ def project(
         kv_dtype=kv_format(dtype, kv_dtype),
         served=served,
         notes=notes,
+        engine=engine.engine,
     )
 
 

@@ -11,7 +11,15 @@ from __future__ import annotations
 from profiling.config import Workload
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
-from profiling.projection.engines import RUNTIME_BYTES, vllm
+from profiling.projection.engines import (
+    DEFAULT_ENGINE,
+    EACH_GPU,
+    RUNTIME_BYTES,
+    STATIC,
+    EngineLimits,
+    limits,
+    vllm,
+)
 from profiling.projection.precision import kv_format
 from profiling.projection.serving import MAX_BATCHED_TOKENS, MAX_SEQS
 from profiling.results import FitCheck
@@ -35,22 +43,41 @@ def activation_bytes(shapes: Shapes | None, dtype: str, devices: int = 1) -> int
     return shapes.prefill_activation_bytes(fmt, MAX_BATCHED_TOKENS, MAX_SEQS, devices)
 
 
-def usable_bytes(device_memory_bytes: int, activations: int) -> int:
+def usable_bytes(
+    device_memory_bytes: int,
+    activations: int,
+    engine: EngineLimits | None = None,
+    weights: float = 0.0,
+) -> int:
     """One device's memory less the engine's reserve, the CUDA context and runtime,
     and the `activations` peak (`activation_bytes`): what weights and KV cache may
-    use on it."""
-    return vllm(None).usable_bytes(device_memory_bytes, activations, 0.0)
+    use on it, by `engine`'s rule (vLLM's by default; TensorRT-LLM's share is of what
+    the `weights` on the device leave)."""
+    return (engine or vllm(None)).usable_bytes(device_memory_bytes, activations, weights)
 
 
-def reserve_note(activations: int) -> str:
+def reserve_note(activations: int, engine: EngineLimits | None = None) -> str:
     """What `usable_bytes` holds back per GPU, in words."""
     chunk = f"{MAX_BATCHED_TOKENS:,}-token prefill chunk"
     peak = (f", and {size(activations)} for the activations of a {chunk}" if activations
             else f"; the activations of a {chunk} are not counted (the model's shapes are "
             "unknown)")  # fmt: skip
+    if engine is None or engine.memory == EACH_GPU:
+        return (
+            f"reserves {RESERVE_SHARE:.0%} of each GPU's memory (the serving engine's headroom) "
+            f"plus {size(RESERVE_FIXED_BYTES)} for the CUDA context and runtime{peak}"
+        )
+    if engine.memory == STATIC:
+        return (
+            f"keeps weights and KV cache within {engine.memory_share:.1%} of each GPU's memory "
+            f"less {size(RESERVE_FIXED_BYTES)} for the CUDA context ({engine.name}'s "
+            f"mem_fraction_static: the rest holds the activations of its "
+            f"{engine.max_batched_tokens:,}-token prefill chunk and its CUDA graphs)"
+        )
     return (
-        f"reserves {RESERVE_SHARE:.0%} of each GPU's memory (the serving engine's headroom) "
-        f"plus {size(RESERVE_FIXED_BYTES)} for the CUDA context and runtime{peak}"
+        f"gives the KV cache {engine.memory_share:.0%} of what the weights, "
+        f"{size(RESERVE_FIXED_BYTES)} for the CUDA context and runtime{peak} leave free on "
+        f"each GPU ({engine.name}'s free_gpu_memory_fraction)"
     )
 
 
@@ -61,15 +88,19 @@ def fit_check(
     gpu: GPU,
     gpu_count: int,
     activations: int,
+    engine: str = DEFAULT_ENGINE,
 ) -> FitCheck:
     """Do the weights plus the KV cache for the workload fit on the GPUs?
 
     Needs weights + kv_bytes_per_token × concurrency × (prompt + output)
     within the GPUs' memory minus a reserve per GPU for the runtime and the
-    `activations` peak per GPU (`activation_bytes` at `gpu_count` shards).
+    `activations` peak per GPU (`activation_bytes` at `gpu_count` shards), by
+    `engine`'s memory rule (`profiling.projection.engines`).
     Weights are assumed split evenly over the GPUs (tensor parallel).
     """
-    available = usable_bytes(gpu.memory_bytes, activations) * gpu_count
+    rule = limits(gpu, engine, tp=gpu_count)
+    available = usable_bytes(gpu.memory_bytes, activations, rule, weights_bytes / gpu_count)
+    available *= gpu_count
     context = workload.context_tokens
     per_request = kv_bytes_per_token * context
     kv = per_request * workload.concurrency
@@ -89,6 +120,6 @@ def fit_check(
         headroom_bytes=available - required,
         max_concurrency=room_for_kv // per_request if per_request else 0,
         activation_bytes=activations * gpu_count,
-        note=f"{reserve_note(activations)}, per GPU; weights are assumed split evenly "
+        note=f"{reserve_note(activations, rule)}, per GPU; weights are assumed split evenly "
         "across the GPUs",
     )

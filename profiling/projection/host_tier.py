@@ -220,6 +220,20 @@ def offload_flags(size_bytes: int) -> list[str]:
     return ["--kv-offloading-backend", "native", "--kv-offloading-size", gib]
 
 
+def offload_setting(engine: str, size_bytes: int, tp: int = 1) -> str:
+    """How `engine` is told to keep a host tier of `size_bytes` over `tp` ranks: vLLM's
+    flags (`offload_flags`); SGLang 0.5.23's hierarchical cache, whose --hicache-size is
+    in GB (10^9 bytes) per rank (`sglang/srt/mem_cache/pool_host/base.py`); TensorRT-LLM's
+    in words (its `kv_cache_config.host_cache_size`, bytes, in the --config file)."""
+    if engine == "sglang":
+        gb = max(1, math.ceil(size_bytes / tp / 1e9))
+        return (f"python -m sglang.launch_server … --enable-hierarchical-cache "
+                f"--hicache-size {gb}")  # fmt: skip
+    if engine == "trtllm":
+        return "TensorRT-LLM's kv_cache_config.host_cache_size (bytes) in its --config file"
+    return "vllm serve … " + " ".join(offload_flags(size_bytes))
+
+
 def offload_gib(size_bytes: int) -> int:
     """The whole GiB the flags name for `size_bytes` (at least one)."""
     return max(1, math.ceil(size_bytes / GIB))

@@ -31,6 +31,7 @@ from profiling.model.shapes import Shapes
 from profiling.options import KV_CACHE_FORMATS, WEIGHT_FORMATS
 from profiling.projection.calibration import Calibration, assumed
 from profiling.projection.configurations import Configuration
+from profiling.projection.engines import DEFAULT_ENGINE, limits
 from profiling.projection.expert_parallel import ExpertParallel
 from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.precision import already_quantized, weights_format
@@ -78,6 +79,7 @@ class Scenario:
     # the user's prompts; None: every request's shared prefix is taken as cached.
     prefix_hit_rate: float | None = None
     prefix_basis: str = ""
+    engine: str = DEFAULT_ENGINE  # whose limits serve every configuration (engines.ENGINES)
 
 
 @dataclass(frozen=True)
@@ -131,6 +133,8 @@ class Engine:
     engines: int  # per copy: pipeline groups in flight, or expert-parallel ranks
     users: int  # per engine
     cached: int  # prompt tokens the prefix cache serves
+    max_seqs: int | None = None  # the serving engine's limits (None: vLLM's on the GPU)
+    max_batched_tokens: int | None = None
 
 
 @cache
@@ -155,21 +159,24 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
         return None
     per_copy = math.ceil((concurrency or w.concurrency) / c.replicas)
     cached = cached_tokens(sc) if c.prefix_caching else 0
+    # An expert-parallel copy runs as tp = ep ranks where the engine counts its layout.
+    rule = limits(gpu, sc.engine, tp=max(c.tp, c.ep), pp=c.pp)
     if c.ep > 1:
         base = StepModel(s, rates, precision, kv, 1, gpu)
         step: object = ExpertParallel(base, c.ep)
-        usable = usable_bytes(gpu.memory_bytes, activation_bytes(s, precision, 1))
         held = step.weights_held()  # type: ignore[attr-defined]
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(s, precision, 1), rule, held)
         capacity = kv_capacity_tokens(s, precision, kv, gpu, 1, usable, held, w.context_tokens)
         engines = c.ep
     else:
         base = StepModel(s, rates, precision, kv, c.tp, gpu)
         step = Staged(base, c.pp) if c.pp > 1 else base
-        usable = usable_bytes(gpu.memory_bytes, activation_bytes(s, precision, c.tp))
         held = float(s.weights_bytes(weights_format(precision)))
         if c.draft:
             held += draft_bytes(s, precision)
             step = Speculating(base, sc.acceptance or 0.0, c.draft_tokens)
+        usable = usable_bytes(gpu.memory_bytes, activation_bytes(s, precision, c.tp), rule,
+                              held / (c.tp * c.pp))  # fmt: skip
         capacity = kv_capacity_tokens(s, precision, kv, gpu, c.tp * c.pp, usable, held,
                                       w.context_tokens)  # fmt: skip
         engines = max(1, min(c.pp, per_copy))
@@ -179,7 +186,8 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
     need = users * w.context_tokens - (users - 1) * cached  # the shared prefix held once
     if capacity is None or kv_tokens < need:
         return None
-    return Engine(step, kv_tokens, engines, users, cached)
+    return Engine(step, kv_tokens, engines, users, cached, rule.seqs(bool(c.draft)),
+                  rule.max_batched_tokens)  # fmt: skip
 
 
 def cached_tokens(sc: Scenario) -> int:
@@ -243,6 +251,7 @@ def _simulate(found: Engine, w: Workload, rate: float) -> Served:
     return simulate(
         found.step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
         concurrency=0 if rate else found.users, rate=rate, kv_tokens=found.kv_tokens,
+        max_seqs=found.max_seqs, max_batched_tokens=found.max_batched_tokens,
         ttft_slo=w.ttft_ms / 1e3 if w.ttft_ms else None,
         tpot_slo=w.tpot_ms / 1e3 if w.tpot_ms else None, cached_tokens=found.cached,
     )  # fmt: skip

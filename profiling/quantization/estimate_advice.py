@@ -50,7 +50,8 @@ def precision_estimate(facts: Facts, goal: str) -> list[Outcome] | None:
 
     def serve(key: str, users: int) -> Projection:
         return project(shapes, assumed(gpu, key, layers), key, w.prompt_tokens, w.output_tokens,
-                       users, gpu, count, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms)  # fmt: skip
+                       users, gpu, count, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms,
+                       engine=facts.engine_limits())  # fmt: skip
 
     base_alone = serve(facts.dtype, 1)
     serves = "memory" if goal in ("memory", "devices") else "generation"

@@ -58,7 +58,7 @@ def test_fp8_serves_a_70b_on_two_h100s_that_bf16_barely_holds():
     # An fp8 cache holds twice the tokens: more requests run at once, and faster.
     assert fp8_kv.served.max_running > 1.8 * fp8.served.max_running
     assert fp8_kv.decode_tokens_per_second > fp8.decode_tokens_per_second
-    assert any("vllm's defaults" in n for n in fp8.notes)
+    assert any("vLLM's defaults" in n for n in fp8.notes)
 
 
 def test_replicas_multiply_the_throughput_of_one_copy_at_its_share_of_the_load():
