@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from profiling import fleet_cli
 from profiling.config import ConfigError
 from profiling.measure import hardware
 
@@ -37,6 +38,7 @@ def register(commands: Any) -> None:
         "without it a stated range is assumed",
     )  # fmt: skip
     add_conversations_flag(p, needs="; needs MODEL as a local directory with its tokenizer")
+    fleet_cli.add_fleet_flags(p)  # the fleet table: --load-rps / --load-users
     p.add_argument("--json", type=Path, metavar="PATH", help="write the estimate JSON here")
     p.set_defaults(func=cmd_estimate)
 
@@ -76,9 +78,11 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     from profiling.projection.precision import serving_precision
 
     deployment = hardware_from_args(args)
-    if deployment.gpu_kind is None:
-        raise ConfigError(f"estimate needs --gpu KIND, one of: {', '.join(hardware.catalog())}")
-    gpu = hardware.lookup(deployment.gpu_kind)
+    load = fleet_cli.load_of(args)
+    if deployment.gpu_kind is None and load is None:
+        raise ConfigError(f"estimate needs --gpu KIND, one of: {', '.join(hardware.catalog())}"
+                          " (or a load to size a fleet for: --load-rps R)")  # fmt: skip
+    gpu = hardware.lookup(deployment.gpu_kind) if deployment.gpu_kind else None
     workload = workload_from_args(args)
     config, source = read_model_config(args.model)
     try:
@@ -100,6 +104,12 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         raise ConfigError(f"--spec-acceptance {acceptance}: give a share from 0 to below 1")
     # Launch commands name what an engine loads: a shipped config's Hub repository.
     launched = config.get("_hf_id") if source == "shipped config" else None
+    fleet = load and fleet_cli.sized(args, load, shapes, model_dtype, workload, deployment,
+                                     launched or args.model)  # fmt: skip
+    described = {"name": args.model, "source": source, "num_parameters": shapes.total_params}
+    if gpu is None:  # a load and no GPU: the fleet table alone
+        return {"basis": "estimated", "model": described, "dtype": dtype,
+                "workload": vars(workload), "fleet": fleet}  # fmt: skip
     advice, points = estimate_report(
         shapes, gpu, args.gpu_count, dtype, workload, args.stated_bottleneck,
         spec_acceptance=acceptance, deployment=deployment, model=launched or args.model,
@@ -129,7 +139,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
             add_to_advice(advice, tier, workload, args.gpu_count)
     return {
         "basis": "estimated",
-        "model": {"name": args.model, "source": source, "num_parameters": shapes.total_params},
+        "model": described,
         "hardware": {
             "gpu_kind": gpu.key,
             "gpu_label": gpu.label,
@@ -147,6 +157,7 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         "predictions": [p.to_dict() for p in points],
         "deployments": advice.deployments,
         "conversations": conversations,
+        "fleet": fleet,
     }
 
 
@@ -155,6 +166,8 @@ def render(report: dict[str, Any]) -> str:
     from profiling.advice_kit.advice_results import Advice, PredictionPoint
     from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 
+    if "advice" not in report:
+        return fleet_cli.render_alone(report)
     model, hw = report["model"], report["hardware"]
     lines = [
         f"Model   {model['name']} ({model['source']}, "
@@ -170,6 +183,7 @@ def render(report: dict[str, Any]) -> str:
         from profiling.caching.conversations import render_conversations
 
         lines += render_conversations(report["conversations"])
+    lines += fleet_cli.render_fleet(report.get("fleet"))
     return "\n".join(lines)
 
 
