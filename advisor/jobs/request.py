@@ -173,6 +173,12 @@ def _text_too_long(error: dict[str, Any]) -> bool:
     return error["type"] in ("string_too_long", "too_long") and isinstance(error["input"], str)
 
 
+def _blank_choice(error: dict[str, Any]) -> bool:
+    """A blank where the document's enum has no blank: the form would read it as the
+    default (its select never sends one), so it is refused here, as the document says."""
+    return error["type"] == "literal_error" and error["input"] == ""
+
+
 def strict_errors(values: dict[str, Any]) -> dict[str, list[str]]:
     """What the strict types refuse in `values` (a wrong JSON type, unstorable text),
     as `{field: [messages]}`; range and choice errors are the form's to report."""
@@ -189,7 +195,7 @@ def field_errors(
     """pydantic's errors as the form's `{field: [messages]}` ("__all__": the body itself)."""
     errors: dict[str, list[str]] = {}
     for error in exc.errors(include_url=False):
-        if error["type"] in skip and not _text_too_long(error):
+        if error["type"] in skip and not (_text_too_long(error) or _blank_choice(error)):
             continue
         field = str(error["loc"][0]) if error["loc"] else "__all__"
         message = FRIENDLY.get(error["type"]) or _sentence(error["msg"])
