@@ -79,7 +79,7 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", type=Path, metavar="PATH", help="write the Profile JSON here")
     add_workload_flags(p)
     p.add_argument("--experiments", default="", metavar="A,B", help="optional experiments")
-    add_option_flags(p, "speculative", "quantization", "parallel", "engine")
+    add_option_flags(p, "speculative", "quantization", "parallel", "engine", "fleet")
     p.add_argument(
         "--prompts",
         type=Path,
@@ -118,6 +118,8 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         quant_variants=parse_names(args.quant_variants),
         tp_measure=args.tp_measure,
         engine=args.engine,
+        load_rps=args.load_rps,
+        load_users=args.load_users,
         prompt_sample=read_prompt_sample(args.prompts) if args.prompts else [],
         conversations=conversations,
         conversations_name=conversations_name,
@@ -174,11 +176,14 @@ class StderrProgress:
 
 def readable(profile: Profile) -> str:
     """The summary `profile` prints, then the deployments its advice searched, each with its
-    launch command or why there is none (as `estimate` prints them)."""
+    launch command or why there is none (as `estimate` prints them), then the fleet for
+    `--load-rps` / `--load-users` where one was given."""
     from profiling.estimate_cli import render_deployments
+    from profiling.fleet_cli import render_fleet
 
     found = profile.advice.deployments if profile.advice else None
-    return "\n".join([render_summary(profile), *render_deployments(found)])
+    return "\n".join([render_summary(profile), *render_deployments(found),
+                      *render_fleet(profile.fleet)])  # fmt: skip
 
 
 def cmd_profile(args: argparse.Namespace) -> int:

@@ -197,6 +197,10 @@ class ProfileConfig:
     tp_measure: int | None = None
     # The serving engine to measure on as well ("vllm"), or "" for none.
     engine: str = OPTIONS["engine"].default
+    # The fleet (`profiling.projection.fleet`): the load it is sized for, requests per
+    # second or closed-loop users, at most one; None for both: no fleet.
+    load_rps: float | None = OPTIONS["load_rps"].default
+    load_users: int | None = OPTIONS["load_users"].default
 
     def validate(self) -> None:
         if not self.model or len(self.model) > 1024:
@@ -209,8 +213,12 @@ class ProfileConfig:
             _check_choice("experiment", name, EXPERIMENT_NAMES)
         if self.draft is not None and not (0 < len(self.draft) <= 1024):
             raise ConfigError("draft must be a Hub id, a local directory or a demo name")
-        for name in ("spec_ks", "precisions", "quant_variants", "tp_measure", "engine"):
+        for name in ("spec_ks", "precisions", "quant_variants", "tp_measure", "engine",
+                     "load_rps", "load_users"):  # fmt: skip
             _check_option(name, getattr(self, name))
+        problem = load_problem(self.load_rps, self.load_users, self.workload)
+        if problem:
+            raise ConfigError(problem)
         _check_prompt_sample(self.prompt_sample)
         _check_conversations(self.conversations, self.conversations_name)
         self.workload.validate()
@@ -225,6 +233,17 @@ class ProfileConfig:
 
     def replace(self, **changes: Any) -> ProfileConfig:
         return dataclasses.replace(self, **changes)
+
+
+def load_problem(load_rps: float | None, load_users: int | None, w: Workload) -> str | None:
+    """What is wrong with a target load beside its own range, in one sentence, or None."""
+    if load_rps is None and load_users is None:
+        return None
+    if load_rps is not None and load_users is not None:
+        return "Give the target load as a request rate or as users, not both."
+    if not (w.ttft_ms or w.tpot_ms):
+        return "A target load is sized within targets: give a TTFT or a TPOT target too."
+    return None
 
 
 def _check_option(name: str, value: Any) -> None:

@@ -1,28 +1,23 @@
 """The fleet's options: the load a fleet must carry and which GPU kinds, at what price, it
-is sized on (`profiling.projection.fleet`). Declared here as every option is, with its
-flag, range and help; `python -m profiling estimate` takes them (`profiling.fleet_cli`).
-They are not yet among `profiling.options.OPTIONS`, whose every option the form, the API
-and the job row also carry."""
+is sized on (`profiling.projection.fleet`), each with its flag, range and help;
+`python -m profiling estimate` takes them all (`profiling.fleet_cli`). The load
+(`TARGET_LOAD`: a request rate or a number of users) is declared in `profiling.options`
+(importing the catalog there would make an import circle) and is among its `OPTIONS`, so
+the form, the API, the job row and `profile` take it too and a job's result holds the
+fleet for it; the kinds, prices and most GPUs are the estimate's alone (a job sizes every
+kind at the catalog's prices, its own kind at its own price, up to `MAX_GPUS`)."""
 
 from __future__ import annotations
 
 from profiling.measure.hardware import catalog
-from profiling.option_type import FLOAT, INT, NAMES, TEXT, Option
+from profiling.option_type import INT, NAMES, TEXT, Option
+from profiling.options import TARGET_LOAD
 
 MAX_GPUS = 64  # GPUs of one kind sized, by default
 
 # fmt: off
 FLEET = (
-    Option("load_rps", "fleet", FLOAT, None, "Target load (requests/s)",
-           "Optional: the requests per second the deployment must carry within the "
-           "targets; the fleet table then sizes every GPU kind for it (the fewest GPUs, "
-           "as replicas × GPUs per replica, and their cost). Needs a TTFT or TPOT target.",
-           "--load-rps", low=0.001, high=1_000_000, unit="requests/s", optional=True,
-           metavar="R"),
-    Option("load_users", "fleet", INT, None, "Target load (users)",
-           "Optional, instead of a request rate: the concurrent users the deployment must "
-           "carry within the targets, each sending the next request when the last ends.",
-           "--load-users", low=1, high=1_000_000, unit="users", optional=True, metavar="U"),
+    *TARGET_LOAD,
     Option("fleet_gpus", "fleet", NAMES, (), "GPU kinds to size",
            "The GPU kinds the fleet table sizes. None: every kind of the catalog.",
            "--fleet-gpus", choices=tuple(catalog()), metavar="H100-SXM,L4"),

@@ -125,6 +125,20 @@ DEPLOYMENT = (
            "--gpu-hourly-usd", low=0.001, high=10_000, unit="USD/hour", optional=True,
            metavar="USD"),
 )
+# The fleet's (`profiling.fleet_options`, `profiling.projection.fleet`): the load it is sized
+# for, beside the other options of the fleet table, which only `estimate` takes.
+TARGET_LOAD = (
+    Option("load_rps", "fleet", FLOAT, None, "Target load (requests/s)",
+           "Optional: the requests per second the deployment must carry within the "
+           "targets; the fleet table then sizes every GPU kind for it (the fewest GPUs, "
+           "as replicas × GPUs per replica, and their cost). Needs a TTFT or TPOT target.",
+           "--load-rps", low=0.001, high=1_000_000, unit="requests/s", optional=True,
+           metavar="R"),
+    Option("load_users", "fleet", INT, None, "Target load (users)",
+           "Optional, instead of a request rate: the concurrent users the deployment must "
+           "carry within the targets, each sending the next request when the last ends.",
+           "--load-users", low=1, high=1_000_000, unit="users", optional=True, metavar="U"),
+)
 # fmt: on
 
 OPTIONS: dict[str, Option] = {
@@ -201,6 +215,7 @@ OPTIONS: dict[str, Option] = {
         ),
         *LOAD,
         *CONVERSATION,
+        *TARGET_LOAD,
         # The deployment target ------------------------------------------------------
         Option(
             "gpu_count",

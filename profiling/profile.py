@@ -88,6 +88,9 @@ class Profile:
     # The conversation workload's prefix-cache replay and host-tier projection, the JSON
     # of the estimate's section (`profiling.caching.conversations`); None without one.
     conversations: dict[str, Any] | None = None
+    # The fleet for the job's target load (`profiling.advice.fleet`: the JSON of
+    # `profiling.projection.fleet.Fleet`, each row with its launch command); None without one.
+    fleet: dict[str, Any] | None = None
 
     def time_spent(self) -> str:
         """ "load 1.2 s · baseline 8.0 s · speculative 31.4 s (planned 28.0 s)", or ""

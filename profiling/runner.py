@@ -226,6 +226,19 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
         profile.advice = advise_profile(profile, shapes) if profile.verdict else None
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
         profile.warnings.append(f"advice and predictions could not be computed: {exc!r}")
+    if profile.model.shapes is not None:
+        attach_fleet(profile, profile.model.shapes)
+
+
+def attach_fleet(profile: Profile, shapes: Any) -> None:
+    """Set `profile.fleet` for the job's target load, if it has one; a failure is a
+    warning, never the measurements' loss."""
+    from profiling.advice.fleet import fleet_of
+
+    try:
+        profile.fleet = fleet_of(profile, shapes)
+    except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
+        profile.warnings.append(f"the fleet could not be sized: {exc!r}")
 
 
 def busy_machine_warning() -> str | None:

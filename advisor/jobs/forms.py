@@ -33,6 +33,7 @@ from profiling.config import (
     ConfigError,
     Hardware,
     Workload,
+    load_problem,
 )
 from profiling.measure import hardware
 from profiling.options import OPTIONS, family
@@ -86,7 +87,7 @@ DEPLOYMENT_DETAILS = (
     "serving_engine", "weights", "kv_cache", "tp", "pp", "replicas", "gpu_hourly_usd",
     "host_memory_gib",
     "request_rate", "requests", "conversation_turns", "conversation_think_s",
-    "conversation_file",
+    "conversation_file", "load_rps", "load_users",
 )  # fmt: skip
 
 
@@ -110,6 +111,8 @@ class JobForm(ConversationFileField, forms.ModelForm):
     requests = form_field(OPTIONS["requests"])
     conversation_turns = form_field(OPTIONS["conversation_turns"])
     conversation_think_s = form_field(OPTIONS["conversation_think_s"])
+    load_rps = form_field(OPTIONS["load_rps"])
+    load_users = form_field(OPTIONS["load_users"])
     serving_engine = form_field(OPTIONS["serving_engine"])
     weights = form_field(OPTIONS["weights"])
     kv_cache = form_field(OPTIONS["kv_cache"])
@@ -318,6 +321,7 @@ class JobForm(ConversationFileField, forms.ModelForm):
                 "shared_prefix_tokens", "The shared prefix cannot be longer than the prompt."
             )
         self._clean_quantization(data)
+        self._clean_load(data)
         if self.prompt_sample is not None:
             data["run_caching"] = True  # the sample is only for this experiment
         if not self.errors:
@@ -374,6 +378,15 @@ class JobForm(ConversationFileField, forms.ModelForm):
                 "precisions",
                 f"Tick at least {MIN_PRECISIONS} precisions: a reference and one to compare.",
             )
+
+    def _clean_load(self, data: dict[str, Any]) -> None:
+        rate, users = data.get("load_rps"), data.get("load_users")
+        if "ttft_ms" in self.errors or "tpot_ms" in self.errors:
+            return  # a target refused: said there
+        targets = Workload(ttft_ms=data.get("ttft_ms"), tpot_ms=data.get("tpot_ms"))
+        problem = load_problem(rate, users, targets)
+        if problem:
+            self.add_error("load_users" if users is not None else "load_rps", problem)
 
     def _clean_model(self, data: dict[str, Any]) -> None:
         source, name = data.get("model_source"), data.get("model_name")

@@ -29,6 +29,7 @@ from advisor.reports import (
     conversations,
     deployments,
     engine,
+    fleet,
     parallel,
     predictions,
     quantization,
@@ -88,6 +89,8 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "deployments": deployments.section_context(
             profile.advice.deployments if profile.advice else None
         ),
+        # The fleet for the job's target load, where it gave one.
+        "fleet": fleet.section_context(profile.fleet),
     }
     context.update(_advice_sections(job, profile, context, query))
     context["folds"] = summary.section_findings(profile, context)

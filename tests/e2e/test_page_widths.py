@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from advisor.jobs.models import Job, Worker
+from tests.advisor.fleetdata import sized
 from tests.advisor.pages import make_job
 from tests.e2e.test_browser import chromium  # noqa: F401  (the module-scoped browser)
 
@@ -58,9 +59,8 @@ def test_the_form_is_short_and_asks_for_the_hunch_before_the_experiments(live_se
     context.close()
 
 
-@pytest.mark.parametrize("fixture", REPORTS, ids=lambda p: p.stem)
-def test_every_report_fits_its_window_with_every_section_open(live_server, chromium, fixture):  # noqa: F811
-    result = json.loads(fixture.read_text())
+def fits(live_server, chromium, result: dict, name: str) -> None:  # noqa: F811
+    """The report of `result` is no wider than the window at each width, every section open."""
     job = make_job(state=Job.State.SUCCEEDED, progress=1.0, result=result)
     for width in WIDTHS:
         context = chromium.new_context(viewport={"width": width, "height": 900})
@@ -69,5 +69,16 @@ def test_every_report_fits_its_window_with_every_section_open(live_server, chrom
         page.wait_for_selector("#report")
         page.evaluate(OPEN_ALL)
         page.wait_for_timeout(300)  # charts drawn as their section opens
-        assert too_wide(page) == "", f"{fixture.name} at {width} px"
+        assert too_wide(page) == "", f"{name} at {width} px"
         context.close()
+
+
+@pytest.mark.parametrize("fixture", REPORTS, ids=lambda p: p.stem)
+def test_every_report_fits_its_window_with_every_section_open(live_server, chromium, fixture):  # noqa: F811
+    fits(live_server, chromium, json.loads(fixture.read_text()), fixture.name)
+
+
+def test_the_fleet_section_fits_its_window(live_server, chromium):  # noqa: F811
+    result = json.loads((FIXTURES / "cli_demo_generation.json").read_text())
+    result["fleet"] = sized()  # every kind carried, unpriced and refused, with commands
+    fits(live_server, chromium, result, "the fleet section")

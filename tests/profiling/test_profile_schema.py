@@ -77,6 +77,7 @@ def test_written_again_it_keeps_the_layout_at_the_current_version():
         "phase_seconds": {},
         "planned_seconds": {},
         "conversations": None,
+        "fleet": None,
     }
     assert set(again) == set(V1) | set(added)
     assert {k: again[k] for k in added} == added

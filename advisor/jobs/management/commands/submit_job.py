@@ -84,7 +84,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--experiments", default="", help=f"comma-separated: {','.join(EXPERIMENT_NAMES)}"
         )
-        add_option_flags(parser, "speculative", "quantization", "parallel", "engine")
+        add_option_flags(parser, "speculative", "quantization", "parallel", "engine", "fleet")
         parser.add_argument(
             "--token",
             default=os.environ.get("ADVISOR_API_TOKEN", ""),
