@@ -27,10 +27,14 @@ fits what the weights leave (no preemption: a conservative reading).
 
 from __future__ import annotations
 
-import heapq
 import math
 import random
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate, repeat
+from operator import attrgetter, itemgetter, le, mul, sub, truediv
 from typing import Any
 
 from profiling import serde
@@ -66,20 +70,20 @@ def percentiles(values: list[float], weights: list[float] | None = None) -> Perc
     it and at it (no interpolation: every figure is one a request saw)."""
     if not values:
         return Percentiles(0.0, 0.0, 0.0)
-    weights = weights or [1.0] * len(values)
-    pairs = sorted(zip(values, weights, strict=True))
-    total = sum(weights)
-    out = []
-    for q in (0.50, 0.90, 0.99):
-        seen = 0.0
-        for value, weight in pairs:
-            seen += weight
-            if seen >= q * total - 1e-9:
-                out.append(value)
-                break
-        else:
-            out.append(pairs[-1][0])
-    return Percentiles(*out)
+    if weights:
+        pairs = sorted(zip(values, weights, strict=True))
+        ordered = list(map(itemgetter(0), pairs))
+        # The weight at or below each sample, summed in order (weights are never negative).
+        below = list(accumulate(map(itemgetter(1), pairs), initial=0.0))
+        total = sum(weights)
+    else:
+        ordered = sorted(values)
+        below = range(len(values) + 1)  # unit weights: i samples hold a share i / n
+        total = float(len(values))
+    n = len(ordered)
+    return Percentiles(
+        *(ordered[min(n, bisect_left(below, q * total - 1e-9, 1)) - 1] for q in (0.50, 0.90, 0.99))
+    )
 
 
 @dataclass
@@ -116,11 +120,11 @@ class Served:
         return serde.to_dict(self)
 
 
-@dataclass
+@dataclass(slots=True)
 class _Request:
+    """One request of the run: each has the run's `prompt_tokens` and `output_tokens`."""
+
     arrival: float
-    prompt: int
-    output: int
     prefilled: int = 0
     started: float | None = None  # first step scheduling it
     first_token: float | None = None
@@ -181,8 +185,7 @@ def simulate(
     rng = random.Random(seed)
     arrivals: list[_Request] = []  # due, sorted latest first (pop() takes the earliest)
     if closed and lined_up:
-        arrivals.extend(_Request(0.0, prompt_tokens, output_tokens, cached)
-                        for _ in range(concurrency))  # fmt: skip
+        arrivals.extend(_Request(0.0, cached) for _ in range(concurrency))
         issued = concurrency
     elif closed:
         # Users in steady state are spread over one request's duration, not lined up at
@@ -196,24 +199,23 @@ def simulate(
                                 max_batched_tokens)  # fmt: skip
         spread = alone + decode * max(output_tokens - 1, 0)
         for user in range(concurrency):
-            arrivals.append(
-                _Request(user * spread / concurrency, prompt_tokens, output_tokens, cached)
-            )
+            arrivals.append(_Request(user * spread / concurrency, cached))
         issued = concurrency
     else:
         t = 0.0
         for _ in range(total):
             t += rng.expovariate(rate)
-            arrivals.append(_Request(t, prompt_tokens, output_tokens, cached))
+            arrivals.append(_Request(t, cached))
         issued = total
     arrivals.reverse()
     waiting: list[_Request] = []
 
     now = 0.0
     prefilling: list[_Request] = []
-    # Decode rows: (step index at which the row ends, tie, request); every row gains a
-    # token per step, so `rows_context` grows by the row count each step.
-    finishing: list[tuple[int, int, _Request]] = []
+    # Decode rows: (step index at which the row ends, request), in the order they end:
+    # every request has the same output. Every row gains a token per step, so
+    # `rows_context` grows by the row count each step.
+    finishing: deque[tuple[int, _Request]] = deque()
     step_index = 0
     rows_context = 0.0
     done: list[tuple[_Request, float]] = []
@@ -225,17 +227,14 @@ def simulate(
     ramped: list[float] = [0.0, 0]  # (time, tokens) when every user had sent one
     busy_time = 0.0
     mixed_steps = 0
-    steps = 0
-    tie = 0
 
-    def running() -> int:
-        return len(prefilling) + len(finishing)
+    price = _priced(step)
 
     def complete(request: _Request) -> None:
         nonlocal issued, tokens_out
         done.append((request, now))
         if closed and issued < total:  # the same user sends the next request at once
-            waiting.append(_Request(now, request.prompt, request.output, cached))
+            waiting.append(_Request(now, cached))
             issued += 1
             if issued == total:  # from here on users leave: the steady state ends
                 steady[:] = [now, tokens_out]
@@ -247,71 +246,74 @@ def simulate(
             if closed and not arrivals:  # every user has sent a first request
                 ramped[:] = [now, tokens_out]
         # Admit first come, first served while the KV cache and max_seqs allow.
-        while waiting and running() < limit:
-            prefilling.append(waiting.pop(0))
+        if waiting and (room := limit - len(prefilling) - len(finishing)) > 0:
+            prefilling += waiting[:room]
+            del waiting[:room]
         rows = len(finishing)
-        if not prefilling and not rows:
-            now = arrivals[-1].arrival  # idle until the next arrival
-            continue
-        chunks: list[tuple[int, int]] = []
-        left = budget - rows
-        scheduled: list[tuple[_Request, int]] = []
-        for request in prefilling:
-            if left <= 0:
-                break
-            take = min(request.prompt - request.prefilled, left)
-            chunks.append((take, request.prefilled))
-            scheduled.append((request, take))
-            left -= take
         # Advance a block of k steps up to the next event (a row ending, a prompt done, an
         # arrival), at the block's mid-point cost: exact while a step's time is linear in
         # the context, which holds between events.
-        k = min(finishing[0][0] - step_index if finishing else BLOCK_STEPS, BLOCK_STEPS)
-        if len(chunks) == 1:  # one prompt taking the whole budget, step after step
-            request, take = scheduled[0]
-            k = min(k, (request.prompt - request.prefilled) // take)
-        elif chunks:
-            k = 1
-        k = max(1, k)
-        if arrivals and k > 1:
-            first = step.seconds(rows, rows_context, tuple(chunks))
-            k = max(1, min(k, math.ceil((arrivals[-1].arrival - now) / first)))
-        mid = (k - 1) / 2
-        block = tuple((t, o + t * mid) for t, o in chunks)
-        seconds = step.seconds(rows, rows_context + rows * mid, block)  # type: ignore[arg-type]
-        elapsed = k * seconds
-        if chunks:
-            mixed_steps += k
-            for request, _ in scheduled:
+        k = min(finishing[0][0] - step_index, BLOCK_STEPS) if finishing else BLOCK_STEPS
+        chunks: list[tuple[int, int]] = []  # (tokens, offset) of each prompt chunk
+        scheduled: list[tuple[_Request, int]] = []
+        if prefilling:
+            left = budget - rows
+            for request in prefilling:
+                if left <= 0:
+                    break
+                take = min(prompt_tokens - request.prefilled, left)
+                chunks.append((take, request.prefilled))
+                scheduled.append((request, take))
+                left -= take
                 if request.started is None:
                     request.started = now
+            if len(chunks) == 1:  # one prompt taking the whole budget, step after step
+                take, offset = chunks[0]
+                k = min(k, (prompt_tokens - offset) // take)
+            elif chunks:
+                k = 1
+        elif not rows:
+            now = arrivals[-1].arrival  # idle until the next arrival
+            continue
+        k = max(1, k)
+        if arrivals and k > 1:
+            first = price(rows, rows_context, tuple(chunks))
+            k = max(1, min(k, math.ceil((arrivals[-1].arrival - now) / first)))
+        if k == 1:  # the block is its one step
+            seconds = price(rows, rows_context, tuple(chunks))
+        else:
+            mid = (k - 1) / 2
+            block = tuple([(t, o + t * mid) for t, o in chunks])
+            seconds = price(rows, rows_context + rows * mid, block)
+        elapsed = k * seconds
         now += elapsed
-        steps += k
         step_index += k
-        rows_context += rows * k
-        tokens_out += rows * k
         if rows:
+            emitted = rows * k
+            rows_context += emitted
+            tokens_out += emitted
             gaps.append(seconds)
-            gap_weights.append(rows * k)
+            gap_weights.append(emitted)
         iterations += 1
         busy_rows += rows * elapsed
         busy_time += elapsed
         # Requests whose prompt is done emit their first token and join the decode rows.
-        for request, take in scheduled:
-            request.prefilled += take * k
-            if request.prefilled == request.prompt:
-                prefilling.remove(request)
-                request.first_token = now
-                tokens_out += 1
-                if request.output <= 1:
-                    complete(request)
-                    continue
-                tie += 1
-                heapq.heappush(finishing, (step_index + request.output - 1, tie, request))
-                rows_context += request.prompt + 1
+        if chunks:
+            mixed_steps += k
+            for request, take in scheduled:
+                request.prefilled += take * k
+                if request.prefilled == prompt_tokens:
+                    prefilling.remove(request)
+                    request.first_token = now
+                    tokens_out += 1
+                    if output_tokens <= 1:
+                        complete(request)
+                        continue
+                    finishing.append((step_index + output_tokens - 1, request))
+                    rows_context += prompt_tokens + 1
         while finishing and finishing[0][0] <= step_index:
-            _, _, request = heapq.heappop(finishing)
-            rows_context -= request.prompt + request.output
+            request = finishing.popleft()[1]
+            rows_context -= context
             complete(request)
 
     if not done:
@@ -319,7 +321,7 @@ def simulate(
     if lined_up:  # the benchmark's figure: every token over the whole run
         ramped, steady = [0.0, 0], [now, tokens_out]
     served = _measure(
-        done, gaps, gap_weights, now, steps, mixed_steps, busy_rows, busy_time,
+        done, gaps, gap_weights, now, step_index, mixed_steps, busy_rows, busy_time,
         ramped, steady or [now, tokens_out], closed,
         concurrency, rate, limit, budget, output_tokens, ttft_slo, tpot_slo,
     )  # fmt: skip
@@ -335,10 +337,35 @@ def simulate(
     return served
 
 
+def _priced(step: StepModel) -> Callable[[int, float, tuple[tuple[int, float], ...]], float]:
+    """`step.seconds`, each distinct step priced once a run: in steady state the same rows
+    over the same context come round again and again (about half the steps of a
+    closed-loop run), and a step's time depends on nothing else (equal numbers, int or
+    float, give the same time)."""
+    times: dict[tuple[int, float, tuple[tuple[int, float], ...]], float] = {}
+    seconds_of = step.seconds
+
+    def seconds(rows: int, context: float, chunks: tuple[tuple[int, float], ...]) -> float:
+        key = (rows, context, chunks)
+        found = times.get(key)
+        if found is None:
+            found = times[key] = seconds_of(rows, context, chunks)  # type: ignore[arg-type]
+        return found
+
+    return seconds
+
+
 def _rate(start: list[float], end: list[float]) -> float:
     if end[0] > start[0]:
         return (end[1] - start[1]) / (end[0] - start[0])
     return end[1] / end[0] if end[0] else 0.0
+
+
+def _or(values: list[float | None], instead: list[float]) -> list[float]:
+    """`values`, each None replaced by `instead`'s value at its place."""
+    if None not in values:
+        return values  # type: ignore[return-value]
+    return [b if a is None else a for a, b in zip(values, instead, strict=True)]
 
 
 def _measure(
@@ -361,20 +388,21 @@ def _measure(
     ttft_slo: float | None,
     tpot_slo: float | None,
 ) -> Served:
-    ttfts, tpots, e2es, queues = [], [], [], []
-    good = 0
-    for request, finished in done:
-        first = request.first_token if request.first_token is not None else finished
-        ttft = first - request.arrival
-        e2e = finished - request.arrival
-        tpot = (e2e - ttft) / (request.output - 1) if request.output > 1 else 0.0
-        ttfts.append(ttft)
-        tpots.append(tpot)
-        e2es.append(e2e)
-        queues.append((request.started if request.started is not None else first) - request.arrival)
-        ok = (ttft_slo is None or ttft <= ttft_slo) and (tpot_slo is None or tpot <= tpot_slo)
-        good += ok
+    # Request by request, each figure's list in one pass (`map`: thousands of requests a
+    # run); every request has `output_tokens` tokens.
     n = len(done)
+    requests, ends = list(map(itemgetter(0), done)), list(map(itemgetter(1), done))
+    arrivals = list(map(attrgetter("arrival"), requests))
+    firsts = _or(list(map(attrgetter("first_token"), requests)), ends)
+    starts = _or(list(map(attrgetter("started"), requests)), firsts)
+    ttfts = list(map(sub, firsts, arrivals))
+    e2es = list(map(sub, ends, arrivals))
+    tpots = (list(map(truediv, map(sub, e2es, ttfts), repeat(output_tokens - 1)))
+             if output_tokens > 1 else [0.0] * n)  # fmt: skip
+    queues = list(map(sub, starts, arrivals))
+    checks = [map(le, ttfts, repeat(ttft_slo))] if ttft_slo is not None else []
+    checks += [map(le, tpots, repeat(tpot_slo))] if tpot_slo is not None else []
+    good = sum(map(all, zip(*checks, strict=True))) if checks else n
     mean_e2e = sum(e2es) / n
     mean_queue, mean_ttft = sum(queues) / n, sum(ttfts) / n
     mean_prefill = mean_ttft - mean_queue
@@ -404,7 +432,5 @@ def _measure(
         max_batched_tokens=budget,
         ttft_mean=mean_ttft,
         tpot_mean=sum(tpots) / n,
-        itl_mean=sum(g * w for g, w in zip(gaps, gap_weights, strict=True)) / sum(gap_weights)
-        if gap_weights
-        else 0.0,
+        itl_mean=sum(map(mul, gaps, gap_weights)) / sum(gap_weights) if gap_weights else 0.0,
     )

@@ -18,9 +18,10 @@ over all the step's rows.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
@@ -80,6 +81,55 @@ def all_to_all_seconds(shapes: Shapes, tokens: int, devices: int, gpu: GPU | Non
     return 2 * shapes.sized.moe_layers * one
 
 
+class _Terms(NamedTuple):
+    """What a step's time reads of the model, the format, the split and the calibration,
+    read once (`StepModel._terms`), each as `Shapes` and `allreduce_seconds` compute it,
+    and the parts of steps already priced."""
+
+    row_flops: float  # 2 × (active body + LM head) parameters: a decode row, attention aside
+    token_flops: float  # 2 × active body parameters: a prompt token
+    head_flops: int  # 2 × LM head parameters: a chunk's last token
+    decode_width: float  # 4 × the attention width a decode step computes
+    prefill_width: float  # 4 × the attention width
+    full_layers: int
+    window_layers: int
+    window: int
+    weights_format: str
+    dequant: float  # 1 + the unpacking share on the weight bytes
+    kv_per_token: bool  # no window or state layers: the KV read is per token of context
+    experts: int
+    expert_missed: float  # 1 − k/E: the chance a row does not route to a given expert
+    moe_layers: int
+    expert_read_seconds: float | None
+    hidden_size: int
+    allreduces: int  # 2 per layer
+    ring_share: float  # 2(n−1)/n of the data over each link
+    link: float  # bytes per second
+    decode_seconds: Callable[[float, float], float]  # the calibration's phase models
+    prefill_seconds: Callable[[float, float], float]
+    compute: float | None  # prefill's FLOP rate, where its model has one
+    fixed: dict[tuple[int, tuple[tuple[int, int], ...]], _Fixed]  # by (rows, chunks)
+    kv_at_mean: dict[int, int]  # `kv_read`'s bytes per token, by the mean context
+
+
+class _Fixed(NamedTuple):
+    """What a step owes to its rows' count and prompt chunks, whatever their context."""
+
+    chunk_flops: float  # the chunks' `Shapes.chunk_flops`, summed
+    moved: float  # the chunks' context: cached offset and tokens
+    tokens: int  # rows and prompt tokens
+    weights: float  # `Shapes.weights_read` at the tokens, unpacking included
+    moe_floor: float  # `StepModel.moe_floor` at the tokens' experts
+    allreduce: float  # `allreduce_seconds` of the tokens
+
+
+# The (rows, chunks) whose fixed part the terms keep (a run of the simulated engine meets a
+# few hundred), and how many step models' terms are kept.
+FIXED_KEPT = 1024
+SHARED_TERMS_KEPT = 128
+_SHARED_TERMS: dict[tuple[object, ...], tuple[object, _Terms]] = {}
+
+
 @dataclass(frozen=True)
 class StepModel:
     """Seconds of one engine step: decode rows over their summed context, plus prefill chunks."""
@@ -101,24 +151,30 @@ class StepModel:
         """Bytes of KV cache a step reads for `tokens` of context over `sequences`:
         per token, except where window layers cap what each sequence holds or state
         layers hold a fixed state (read at the mean context, in 256-token steps)."""
-        s = self.shapes.sized
-        if not (s.window_layers or s.state_layers) or not tokens:
+        t = self._terms
+        if t.kv_per_token or not tokens:
             return self.kv_token * tokens
         mean = max(256, round(tokens / max(1, sequences) / 256) * 256)
-        fmt = kv_format(self.dtype, self.kv_dtype)
-        return self.shapes.kv_bytes_per_token(fmt, mean, self.devices) * tokens
+        per_token = t.kv_at_mean.get(mean)
+        if per_token is None:
+            fmt = kv_format(self.dtype, self.kv_dtype)
+            per_token = t.kv_at_mean[mean] = self.shapes.kv_bytes_per_token(fmt, mean, self.devices)
+        return per_token * tokens
 
     def seconds(self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()) -> float:
         """`rows` decode rows holding `context` tokens in all; `chunks`: (tokens, offset)
         of each prompt chunk, the offset being the prompt tokens already cached."""
-        flops, bytes_, tokens = self.work(rows, context, chunks)
-        seconds = self.time_of(flops, bytes_, bool(chunks), rows)
-        experts = self.shapes.experts_touched(tokens) / self.devices
-        return (
-            seconds
-            + self.moe_floor(experts)
-            + allreduce_seconds(self.shapes, tokens, self.devices, self.gpu)
-        )
+        flops, bytes_, fixed = self._work(rows, context, chunks)
+        t = self._terms  # `time_of`, written out (a test holds them equal)
+        if not chunks:
+            seconds = t.decode_seconds(flops, bytes_)
+            if t.compute:
+                seconds = max(seconds, flops / t.compute)
+        elif rows:
+            seconds = max(t.decode_seconds(flops, bytes_), t.prefill_seconds(flops, bytes_))
+        else:
+            seconds = t.prefill_seconds(flops, bytes_)
+        return seconds + fixed.moe_floor + fixed.allreduce
 
     def moe_floor(self, experts: float) -> float:
         """What the MoE layers' fixed kernel time adds to a step on a GPU where each layer
@@ -143,16 +199,108 @@ class StepModel:
     def work(
         self, rows: int, context: float, chunks: tuple[tuple[int, int], ...] = ()
     ) -> tuple[float, float, int]:
-        """(FLOPs, bytes read) on each device of the split, and the step's tokens."""
-        s = self.shapes
-        prompt_tokens = sum(t for t, _ in chunks)
-        flops = s.decode_flops(rows, context / rows) if rows else 0.0  # type: ignore[arg-type]
-        flops += sum(s.chunk_flops(tokens, offset) for tokens, offset in chunks)
-        kv_moved = context + sum(offset + tokens for tokens, offset in chunks)
-        weights = s.weights_read(weights_format(self.dtype), rows + prompt_tokens)
-        bytes_ = weights * (1 + dequant(self.dtype)) + self.kv_read(kv_moved, rows + len(chunks))
+        """(FLOPs, bytes read) on each device of the split, and the step's tokens: the rows'
+        `Shapes.decode_flops` at their mean context, each chunk's `Shapes.chunk_flops`,
+        `Shapes.weights_read` and `kv_read` (a test holds them equal)."""
+        flops, bytes_, fixed = self._work(rows, context, chunks)
+        return flops, bytes_, fixed.tokens
+
+    def _work(
+        self, rows: int, context: float, chunks: tuple[tuple[int, int], ...]
+    ) -> tuple[float, float, _Fixed]:
+        """`work`, and what the step owes to its rows' count and chunks alone: the
+        simulated engine prices thousands of steps a run, most of them with a row count
+        and chunks it has priced before, over another context."""
+        t = self._terms
+        fixed = t.fixed.get((rows, chunks))
+        if fixed is None:
+            fixed = self._fixed(rows, chunks)
+        flops = 0.0
+        if rows:
+            mean = context / rows
+            seen = t.full_layers * mean + (t.window_layers * min(mean, t.window) if t.window else 0)
+            flops = float(rows * (t.row_flops + t.decode_width * seen))
+        flops += fixed.chunk_flops
+        kv_moved = context + fixed.moved
+        kv = (
+            self.kv_token * kv_moved if t.kv_per_token
+            else self.kv_read(kv_moved, rows + len(chunks))
+        )  # fmt: skip
         n = self.devices
-        return flops / n, bytes_ / n, rows + prompt_tokens
+        return flops / n, (fixed.weights + kv) / n, fixed
+
+    def _fixed(self, rows: int, chunks: tuple[tuple[int, int], ...]) -> _Fixed:
+        t = self._terms
+        chunk_flops, prompt_tokens, moved = 0, 0, 0
+        for tokens, offset in chunks:
+            mean = offset + tokens / 2
+            seen = t.full_layers * mean + (t.window_layers * min(mean, t.window) if t.window else 0)
+            attention = t.prefill_width * tokens * seen
+            chunk_flops += float(t.token_flops * tokens + t.head_flops + attention)
+            prompt_tokens += tokens
+            moved += offset + tokens
+        tokens = rows + prompt_tokens
+        weights = self.shapes.weights_read(t.weights_format, tokens) * t.dequant
+        # `moe_floor(shapes.experts_touched(tokens) / devices)` and `allreduce_seconds`.
+        floor = 0.0
+        if t.expert_read_seconds is not None:
+            experts = t.experts * (1 - t.expert_missed ** max(1, tokens)) / self.devices
+            floor = t.moe_layers * max(0.0, MOE_LAYER_FLOOR_S - experts * t.expert_read_seconds)
+        allreduce = 0.0
+        if self.devices > 1:
+            size = tokens * t.hidden_size * ACTIVATION_BYTES
+            allreduce = t.allreduces * (t.ring_share * size / t.link + ALLREDUCE_LATENCY_S)
+        fixed = _Fixed(chunk_flops, moved, tokens, weights, floor, allreduce)
+        if len(t.fixed) >= FIXED_KEPT:
+            t.fixed.clear()
+        t.fixed[(rows, chunks)] = fixed
+        return fixed
+
+    @cached_property
+    def _terms(self) -> _Terms:
+        # Shared by equal step models (the same rates object, not a copy): the capacity
+        # search builds one for every number of users it simulates, and each meets the
+        # same row counts and chunks.
+        key = (self.shapes, id(self.rates), self.dtype, self.kv_dtype, self.devices, self.gpu)
+        kept = _SHARED_TERMS.get(key)
+        if kept is not None and kept[0] is self.rates:
+            return kept[1]
+        if len(_SHARED_TERMS) >= SHARED_TERMS_KEPT:
+            _SHARED_TERMS.clear()
+        terms = self._read_terms()
+        _SHARED_TERMS[key] = (self.rates, terms)  # the rates held: their id stays theirs
+        return terms
+
+    def _read_terms(self) -> _Terms:
+        s, sized = self.shapes, self.shapes.sized
+        fmt = weights_format(self.dtype)
+        experts, k = sized.experts, sized.experts_per_token
+        return _Terms(
+            row_flops=2 * (s.active_body_params + s.head_params),
+            token_flops=2 * s.active_body_params,
+            head_flops=2 * s.head_params,
+            decode_width=4.0 * (sized.decode_attention_width or sized.attention_width),
+            prefill_width=4.0 * sized.attention_width,
+            full_layers=sized.full_layers,
+            window_layers=sized.window_layers,
+            window=sized.window,
+            weights_format=fmt,
+            dequant=1 + dequant(self.dtype),
+            kv_per_token=not (sized.window_layers or sized.state_layers),
+            experts=experts,
+            expert_missed=1 - k / experts if experts else 1.0,
+            moe_layers=sized.moe_layers,
+            expert_read_seconds=self._expert_read_seconds,
+            hidden_size=s.hidden_size,
+            allreduces=2 * s.num_layers,
+            ring_share=2 * (self.devices - 1) / self.devices,
+            link=link_bytes_per_second(self.gpu),
+            decode_seconds=self.rates.decode.seconds,
+            prefill_seconds=self.rates.prefill.seconds,
+            compute=getattr(self.rates.prefill, "flops_per_second", None),
+            fixed={},
+            kv_at_mean={},
+        )
 
     def time_of(self, flops: float, bytes_: float, prefill: bool, rows: int) -> float:
         """The slower of the phase models on this work of `rows` decode rows (and prompt

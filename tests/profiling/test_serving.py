@@ -161,6 +161,53 @@ def test_weighted_percentiles():
     assert percentiles([5.0]).p99 == 5.0
 
 
+def test_percentiles_are_the_first_sample_whose_running_share_reaches_each_one():
+    import random
+
+    def running(values, weights):  # the definition, sample by sample
+        pairs = sorted(zip(values, weights, strict=True))
+        total, out = sum(weights), []
+        for q in (0.50, 0.90, 0.99):
+            seen = 0.0
+            for value, weight in pairs:
+                seen += weight
+                if seen >= q * total - 1e-9:
+                    out.append(value)
+                    break
+            else:
+                out.append(pairs[-1][0])
+        return tuple(out)
+
+    rng = random.Random(7)
+    for n in (1, 2, 3, 10, 99, 100, 101, 1000):
+        for _ in range(20):
+            values = [rng.choice((rng.random(), round(rng.random(), 1))) for _ in range(n)]
+            weights = [rng.choice((0, 1, 3, 250, 0.5)) for _ in range(n)]
+            for given in (None, weights):
+                p = percentiles(values, given)
+                assert (p.p50, p.p90, p.p99) == running(values, given or [1.0] * n)
+
+
+def test_pricing_each_distinct_step_once_changes_no_figure(monkeypatch):
+    from profiling.projection import serving
+    from profiling.projection.speculation import Speculating
+    from profiling.projection.step_time import Staged
+
+    step = h100_step()
+    runs = [
+        (step, 2048, 256, {"concurrency": 200, "kv_tokens": 150 * 2304}),  # a queue
+        (step, 2048, 256, {"concurrency": 64, "cached_tokens": 1024}),
+        (step, 20_000, 64, {"concurrency": 8}),  # prompts over several steps
+        (step, 512, 128, {"rate": 30.0, "requests": 200, "tpot_slo": 0.02}),
+        (step, 1024, 64, {"concurrency": 32, "lined_up": True, "ttft_slo": 0.5}),
+        (Staged(h100_step(2), 2), 2048, 128, {"concurrency": 48}),
+        (Speculating(step, 0.7, 3), 2048, 128, {"concurrency": 24}),
+    ]
+    once = [simulate(s, p, o, **kw).to_dict() for s, p, o, kw in runs]
+    monkeypatch.setattr(serving, "_priced", lambda step: step.seconds)
+    assert [simulate(s, p, o, **kw).to_dict() for s, p, o, kw in runs] == once
+
+
 def test_the_projection_reports_the_served_percentiles():
     gpu = lookup("H100")
     shapes = llama8b()
