@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 import pytest
@@ -246,6 +247,9 @@ def test_a_real_postgresql_connection_carries_them_on_its_socket():
     url = os.environ.get("ADVISOR_TEST_POSTGRES_URL", "")
     if not url.startswith(("postgres://", "postgresql://")) or "@/" in url:
         pytest.skip("needs ADVISOR_TEST_POSTGRES_URL, a PostgreSQL reached over TCP")
+    # The server's maintenance database: the URL's own is made by the PostgreSQL tier's
+    # test runner (as test_<name>), so it may not exist when this test runs.
+    url = urlsplit(url)._replace(path="/postgres").geturl()
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "advisor.settings"}
     for name in ("ADVISOR_DB_NAME", "ADVISOR_TEST_DB_NAME"):
         env.pop(name, None)
