@@ -38,7 +38,7 @@ def load_of(args: argparse.Namespace) -> Any:
         problem = option.problem(getattr(args, option.name))
         if problem:
             raise ConfigError(problem)
-    return Load(request_rate=rate) if rate is not None else Load(users=users)
+    return Load.of(rate, users)
 
 
 def kinds_of(text: str) -> tuple[str, ...]:

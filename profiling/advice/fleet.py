@@ -23,20 +23,13 @@ from profiling.projection.precision import model_format
 from profiling.projection.search import DRAFT, Scenario
 
 
-def load_of(load_rps: float | None, load_users: int | None) -> Load | None:
-    """The job's target load, or None without one."""
-    if load_rps is not None:
-        return Load(request_rate=load_rps)
-    return Load(users=load_users) if load_users is not None else None
-
-
 def fleet_of(profile: Profile, shapes: Shapes) -> dict[str, Any] | None:
     """The fleet JSON for the job's target load (None without one); ValueError where the
     workload has no TTFT or TPOT target."""
     from profiling.advice.build import facts_of
 
     config = profile.config
-    load = load_of(config.load_rps, config.load_users)
+    load = Load.of(config.load_rps, config.load_users)
     if load is None:
         return None
     hw = config.hardware

@@ -81,6 +81,13 @@ class Load:
         if (self.request_rate or self.users or 0) <= 0:
             raise ValueError("a load is above zero")
 
+    @classmethod
+    def of(cls, request_rate: float | None, users: int | None) -> Load | None:
+        """The load a job's or the CLI's two options give (a rate first), or None."""
+        if request_rate is not None:
+            return cls(request_rate=request_rate)
+        return cls(users=users) if users is not None else None
+
     @property
     def amount(self) -> float:
         return float(self.users if self.users is not None else self.request_rate)  # type: ignore[arg-type]
