@@ -223,16 +223,21 @@ def worker_env(redis_url: str, extra: dict[str, str] | None = None) -> dict[str,
     return {**env, **(extra or {})}
 
 
+def worker_argv(queues: list[str], name: str) -> list[str]:
+    """A test worker's command: one pool process, one task per child, on `queues`."""
+    return [
+        sys.executable, "-m", "celery", "-A", "advisor", "worker", "-Q", ",".join(queues),
+        "--concurrency", "1", "--pool", "prefork", "--max-tasks-per-child", "1",
+        "-n", name, "-l", "info", "--without-gossip", "--without-mingle",
+    ]  # fmt: skip
+
+
 def start_worker(
     redis_url: str, queues: list[str], log_dir: Path, extra_env: dict[str, str] | None = None
 ) -> WorkerProcess:
     """Start a worker subprocess and wait until its Worker row appears."""
     name = f"test-{uuid.uuid4().hex[:8]}@%h"
-    argv = [
-        sys.executable, "-m", "celery", "-A", "advisor", "worker", "-Q", ",".join(queues),
-        "--concurrency", "1", "--pool", "prefork", "--max-tasks-per-child", "1",
-        "-n", name, "-l", "info", "--without-gossip", "--without-mingle",
-    ]  # fmt: skip
+    argv = worker_argv(queues, name)
     log_path = log_dir / f"{name.split('@')[0]}.log"
     env = worker_env(redis_url, extra_env)
     with open(log_path, "wb") as log:

@@ -45,7 +45,7 @@ import pytest
 from psycopg.rows import dict_row
 
 from advisor import embedded_redis
-from tests.conftest import JOB_TIMEOUT_S, ROOT, TEST_WORKER_ENV, WorkerProcess
+from tests.conftest import JOB_TIMEOUT_S, ROOT, TEST_WORKER_ENV, WorkerProcess, worker_argv
 from tests.gate import Gate
 from tests.polling import until
 
@@ -252,11 +252,7 @@ class Fleet:
     def worker(self, queues: list[str], extra: dict[str, str], cut_off: bool) -> WorkerProcess:
         """A worker on `queues`: in the namespace if `cut_off`, on this side otherwise."""
         name = f"{'cut' if cut_off else 'host'}-{uuid.uuid4().hex[:6]}@%h"
-        argv = [
-            sys.executable, "-m", "celery", "-A", "advisor", "worker", "-Q", ",".join(queues),
-            "--concurrency", "1", "--pool", "prefork", "--max-tasks-per-child", "1",
-            "-n", name, "-l", "info", "--without-gossip", "--without-mingle",
-        ]  # fmt: skip
+        argv = worker_argv(queues, name)
         if cut_off:
             argv = ["ip", "netns", "exec", self.link.ns, *argv]
         log_path = self.logs / f"{name.split('@')[0]}.log"
