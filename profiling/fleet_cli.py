@@ -129,7 +129,7 @@ def render_fleet(found: dict[str, Any] | None) -> list[str]:
         f"Fleet for {load.text} of {fleet.prompt_tokens:,} + {fleet.output_tokens:,} tokens "
         f"(p90 targets: {targets}; up to {fleet.max_gpus} GPUs of a kind)",
         f"  {'':3} {'GPU kind':15} {'GPUs':>4}  {'replicas × one replica':{width}} {'$/hour':>8} "
-        f"{'$/Mtok':>7} {'headroom':>9}  basis",
+        f"{'$/Mtok':>7} {'headroom':>9} {'kW':>6} {'tok/J':>6}  basis",
     ]
     for i, (row, data) in enumerate(zip(fleet.rows, found["rows"], strict=True), start=1):
         if not row.carries:
@@ -138,9 +138,13 @@ def render_fleet(found: dict[str, Any] | None) -> list[str]:
         hourly = f"${row.usd_per_hour:,.2f}" if row.usd_per_hour is not None else "no price"
         per_million = (f"${significant(row.usd_per_million_output_tokens)}"
                        if row.usd_per_million_output_tokens is not None else "—")  # fmt: skip
+        kilowatts = f"{row.watts / 1e3:,.3g}" if row.watts is not None else "—"
+        per_joule = (f"{significant(row.output_tokens_per_joule)}"
+                     if row.output_tokens_per_joule is not None else "—")  # fmt: skip
         lines.append(
             f"  {f'{i}.':3} {row.gpu:15} {row.gpus:>4}  {row.layout:{width}} {hourly:>8} "
-            f"{per_million:>7} {data['headroom_text']:>9}  {row.basis}"
+            f"{per_million:>7} {data['headroom_text']:>9} {kilowatts:>6} {per_joule:>6}  "
+            f"{row.basis}"
         )
     for row in fleet.rows:
         if row.carries:
@@ -154,6 +158,10 @@ def _details(fleet: Any, row: Any) -> list[str]:
     cap = row.capacity_users if load.users is not None else row.capacity_request_rate
     out = [f"   {row.gpu}: {row.layout} ({row.gpus_per_replica} GPU"
            f"{'s' * (row.gpus_per_replica > 1)} each), {row.price_source}"]  # fmt: skip
+    if row.watts is not None:
+        each = row.watts / row.gpus
+        out.append(f"      power: {row.watts:,.0f} W at the datasheet's {each:,.0f} W per GPU "
+                   f"({row.power_source.split(' ', 1)[0]})")  # fmt: skip
     figures = f"one replica carries up to {cap:,.3g} {unit}" + (
         " or more" if row.capacity_at_least else "")  # fmt: skip
     if at is not None and at.tpot_p90_seconds is not None:

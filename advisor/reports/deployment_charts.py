@@ -74,7 +74,7 @@ def pareto_chart(deployments: dict[str, Any]) -> Figure | None:
         "output tokens/s per GPU", height=420,
     )  # fmt: skip
     tpot_ms = (deployments.get("targets") or {}).get("tpot_ms")
-    lines = [_target_line(1000.0 / tpot_ms, tpot_ms)] if finite(tpot_ms) and tpot_ms > 0 else []
+    lines = [target_line(1000.0 / tpot_ms, tpot_ms)] if finite(tpot_ms) and tpot_ms > 0 else []
     lines += _traffic_line(deployments)
     if lines:
         layout["shapes"] = lines
@@ -121,7 +121,7 @@ def _marked(
     }]  # fmt: skip
 
 
-def _target_line(x: float, tpot_ms: float) -> dict[str, Any]:
+def target_line(x: float, tpot_ms: float) -> dict[str, Any]:
     return {
         "type": "line", "x0": x, "x1": x, "yref": "paper", "y0": 0, "y1": 1,
         "line": {"color": "#D55E00", "width": 2, "dash": "dash"},

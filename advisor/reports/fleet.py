@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.deployments import targets_text, usd
+from advisor.reports.fleet_chart import fleet_chart
 from profiling.projection.fleet import Fleet, FleetRow
-from profiling.units import UNKNOWN
+from profiling.units import UNKNOWN, significant
 
 
 def hourly(value: float | None) -> str:
@@ -33,6 +34,7 @@ def section_context(data: dict[str, Any] | None) -> dict[str, Any] | None:
         "finding": finding(fleet),
         "carried": [r for r in rows if r["carries"]],
         "refused": [r for r in rows if not r["carries"]],
+        "chart": fleet_chart(data),
     }
 
 
@@ -64,6 +66,13 @@ def row(r: FleetRow, data: dict[str, Any], index: int) -> dict[str, Any]:
         "usd_per_million": usd(r.usd_per_million_output_tokens),
         "headroom": data.get("headroom_text") or UNKNOWN,
         "basis": r.basis,
+        "kilowatts": f"{r.watts / 1e3:,.3g} kW" if r.watts is not None else UNKNOWN,
+        "per_joule": (
+            f"{significant(r.output_tokens_per_joule)} tok/J"
+            if r.output_tokens_per_joule is not None
+            else ""
+        ),  # fmt: skip
+        "power_source": r.power_source,
         "quality_risk": r.quality_risk,
         "notes": r.notes,
         "reason": r.reason,

@@ -40,13 +40,14 @@ class Capacity:
     at_least: bool = False  # still meeting at the top of the search: capacity is larger
 
 
-def capacity(sc: Scenario, e: Evaluated) -> Capacity:
+def capacity(sc: Scenario, e: Evaluated, seen: dict[int, Evaluated] | None = None) -> Capacity:
     """The most users `e`'s configuration serves within the targets (None without targets,
-    or where even one user misses them)."""
+    or where even one user misses them). `seen`, where given, keeps every simulation the
+    search made, by its users (the fleet's chart reads them)."""
     w = sc.workload
     if not (w.ttft_ms or w.tpot_ms):
         return Capacity()
-    seen: dict[int, Evaluated] = {}
+    seen = {} if seen is None else seen
     if e.basis == "estimated" and e.served is not None and not w.request_rate:
         seen[max(1, w.concurrency)] = e  # the search's own simulation at the user's load
 

@@ -30,9 +30,12 @@ kind, the row puts the measured p90s beside the estimate's at the load they were
 measured at. Replicas stay within one node: the catalog has no interconnect between
 nodes, so a model whose weights do not fit one node of a kind is said not to fit it.
 Cost: the user's own price per kind, else the catalog's with its source and date, ×
-GPUs; $ per million output tokens at the load. Power: the catalog holds no TDP, so no
-watts or tokens per joule are claimed. Kinds are ranked by $/hour, those without a
-price after them (by GPUs), those that cannot carry the load last, with why.
+GPUs; $ per million output tokens at the load. Power: the datasheet's power per GPU
+(`hardware_power`: its TDP or board power, the top of a configurable range) × GPUs, a
+ceiling for the GPUs alone (no host, CPU or network), so the output tokens per joule at
+the load are a floor; a kind whose datasheet gives none says so. Kinds are ranked by
+$/hour, those without a price after them (by GPUs), those that cannot carry the load
+last, with why.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from profiling import serde
 from profiling.config import Workload
 from profiling.fleet_options import MAX_GPUS
 from profiling.measure.hardware import GPU, catalog
+from profiling.measure.hardware_power import power
 from profiling.measure.hardware_prices import price
 from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import SPAN, Capacity, capacity
@@ -65,6 +69,7 @@ SIZES = (1, 2, 4, 8)  # GPUs per replica: the search's degrees, up to one node
 NODE_GPUS = 8
 SERVED_PER_KIND = 3  # candidates of one kind whose capacity is simulated, at most
 ESTIMATE_STEPS = 12  # step-model evaluations refining one replica's users, at most
+SPREAD = 4  # the chart's simulations below the capacity: a quarter of its users, …
 TIE = 0.005  # $/hour within this share of each other: a tie, said in words
 
 
@@ -138,6 +143,19 @@ class Point:
 
 
 @dataclass
+class FrontPoint:
+    """One simulation the sizing of a kind made: one replica of `replica` at `users`, what
+    it gives every user (1 / TPOT p50) and every GPU (output tokens/s over its GPUs)."""
+
+    replica: str  # the configuration's name
+    gpus_per_replica: int
+    users: int  # on the replica
+    per_user_tokens_per_second: float
+    per_gpu_tokens_per_second: float
+    meets: bool  # its p90s within the targets
+
+
+@dataclass
 class FleetRow:
     """One GPU kind: the fewest GPUs carrying the load (`replicas` 0: none does, `reason`)."""
 
@@ -155,10 +173,16 @@ class FleetRow:
     usd_per_hour: float | None = None  # the whole fleet's
     price_source: str = "no price"
     usd_per_million_output_tokens: float | None = None
+    watts: float | None = None  # the fleet's GPUs at their datasheet power (a ceiling)
+    power_source: str = "no power figure"
+    output_tokens_per_joule: float | None = None  # at the load, over `watts` (a floor)
     basis: str = "datasheet"
     reason: str = ""
     notes: list[str] = field(default_factory=list)
     command: dict[str, Any] | None = None  # one replica's launch command (set by the caller)
+    # The kind's front: of every simulation its capacity searches made, those no other
+    # beats on both tokens/s per user and tokens/s per GPU, by tokens/s per user.
+    front: list[FrontPoint] = field(default_factory=list)
 
     @property
     def carries(self) -> bool:
@@ -173,6 +197,13 @@ class FleetRow:
         """ "3 × TP=2, fp8 weights" (or "")."""
         return f"{self.replicas} × {self.replica.name}" if self.replica else ""
 
+    @property
+    def per_gpu_at_load(self) -> float | None:
+        """Output tokens/s per GPU of the whole fleet at the load."""
+        if self.at_load is None or not self.gpus:
+            return None
+        return self.at_load.throughput_tokens_per_second / self.gpus
+
     def headroom(self, load: Load) -> float | None:
         """More load the same replicas carry, as a share of `load` (0.25: 25 % more)."""
         cap = self.capacity_users if load.users is not None else self.capacity_request_rate
@@ -185,7 +216,8 @@ class FleetRow:
         return f"+{share:.0%}" + (" or more" if self.capacity_at_least else "")
 
     def json_extra(self) -> dict[str, Any]:
-        return {"gpus": self.gpus, "layout": self.layout, "carries": self.carries}
+        return {"gpus": self.gpus, "layout": self.layout, "carries": self.carries,
+                "per_gpu_at_load": self.per_gpu_at_load}  # fmt: skip
 
 
 @dataclass
@@ -280,6 +312,7 @@ def _kind(req: FleetRequest, gpu: GPU) -> FleetRow:
     row = FleetRow(gpu.key, gpu.label)
     sized = _candidates(req, gpu)
     best: tuple[_Candidate, int, Capacity] | None = None
+    simulated: list[tuple[int, Evaluated]] = []  # every simulation of the capacity searches
     bias = 1.0  # the simulation's capacity over the step model's, as the last one served
     for cand in sized.candidates[:SERVED_PER_KIND]:
         if best is not None:
@@ -289,7 +322,7 @@ def _kind(req: FleetRequest, gpu: GPU) -> FleetRow:
             if (guess, cand.risk) >= (best[1] * best[0].replica.gpus, best[0].risk):
                 break
         # The capacity search starts at the step model's users.
-        cap = replica_capacity(req, gpu, cand.replica, cand.static.users)
+        cap = replica_capacity(req, gpu, cand.replica, cand.static.users, simulated)
         replicas = replicas_needed(req.load, cap)
         if replicas is None or replicas * cand.replica.gpus > req.max_gpus:
             continue
@@ -301,7 +334,41 @@ def _kind(req: FleetRequest, gpu: GPU) -> FleetRow:
         row.reason = _why_not(req, gpu, sized)
         return row
     _fill(req, gpu, row, *best)
+    simulated += _spread(req, gpu, best[0].replica, best[2])
+    row.front = front(simulated, req.scenario.workload)
     return row
+
+
+def _spread(
+    req: FleetRequest, gpu: GPU, replica: Configuration, cap: Capacity
+) -> list[tuple[int, Evaluated]]:
+    """One replica of `replica` served at a quarter of its capacity's users, a sixteenth,
+    … down to one user: its front from fast to full (the capacity search only simulates
+    near the capacity)."""
+    out, users = [], cap.users or 1
+    while users > 1:
+        users = max(1, users // SPREAD)
+        sc = _scenario(req, gpu, replica.gpus, _users(req, users))
+        out.append((users, serve(sc, replica)))
+    return out
+
+
+def front(simulated: list[tuple[int, Evaluated]], w: Workload) -> list[FrontPoint]:
+    """The simulations (users on one replica, what it gave) no other beats on both tokens/s
+    per user and per GPU (one of equal figures kept), by tokens/s per user."""
+    points: dict[tuple[float, float], FrontPoint] = {}
+    for users, e in simulated:
+        if e.served is None or not 0 < e.tpot_p50 < math.inf or e.throughput <= 0:
+            continue
+        c = e.configuration
+        p = FrontPoint(c.name, c.gpus, users, 1 / e.tpot_p50, e.per_gpu,
+                       e.miss(w) <= 1.0)  # fmt: skip
+        points.setdefault((p.per_user_tokens_per_second, p.per_gpu_tokens_per_second), p)
+    kept = [
+        p for (x, y), p in points.items()
+        if not any(ox >= x and oy >= y and (ox, oy) != (x, y) for ox, oy in points)
+    ]  # fmt: skip
+    return sorted(kept, key=lambda p: (p.per_user_tokens_per_second, p.per_gpu_tokens_per_second))
 
 
 def _per_replica(req: FleetRequest, static: _Static) -> float:
@@ -419,16 +486,23 @@ def _one_replica(sc: Scenario, c: Configuration) -> _Static | tuple[float, float
 
 
 def replica_capacity(
-    req: FleetRequest, gpu: GPU, replica: Configuration, users_guess: int = 1
+    req: FleetRequest,
+    gpu: GPU,
+    replica: Configuration,
+    users_guess: int = 1,
+    simulated: list[tuple[int, Evaluated]] | None = None,
 ) -> Capacity:
     """One replica of `replica` on `gpu`'s kind: the most closed-loop users whose p90s
     meet the targets, with the requests/s they complete (`deployments.capacity`, its
     search started at `users_guess`; started again higher where it stopped still
-    meeting)."""
+    meeting). Every simulation the searches make is added to `simulated`."""
     guess = max(1, users_guess)
     for _ in range(3):
         sc = _scenario(req, gpu, replica.gpus, _users(req, guess))
-        cap = capacity(sc, serve(sc, replica))
+        seen: dict[int, Evaluated] = {}
+        cap = capacity(sc, serve(sc, replica), seen)
+        if simulated is not None:
+            simulated += seen.items()
         if not cap.at_least or cap.users is None:
             break
         guess = cap.users * SPAN
@@ -482,6 +556,12 @@ def _fill(
         tokens = rate * w.output_tokens if rate else row.at_load.throughput_tokens_per_second
         if tokens > 0:
             row.usd_per_million_output_tokens = row.usd_per_hour / 3600 / tokens * 1e6
+    tdp = power(gpu.key)
+    if tdp is not None:
+        row.watts, row.power_source = tdp.watts * row.gpus, tdp.source
+        tokens = req.load.request_rate * w.output_tokens if req.load.request_rate else (
+            row.at_load.throughput_tokens_per_second)  # fmt: skip
+        row.output_tokens_per_joule = tokens / row.watts if tokens > 0 else None
     row.basis, note = _basis(req, gpu, c)
     row.notes += [note] if note else []
 
@@ -571,8 +651,14 @@ def _notes(req: FleetRequest, rows: list[FleetRow]) -> list[str]:
         "the replicas are the load over one replica's capacity (the most users meeting the "
         "p90 targets in steady state, and the requests/s they complete), rounded up; one "
         "fewer would leave each more than its capacity",
-        "power: the catalog holds no TDP for any kind, so no watts or tokens per joule",
+        "power: each GPU at its datasheet power (TDP or board power, the top of a "
+        "configurable range) × the GPUs, a ceiling for the GPUs alone (no host, CPU or "
+        "network): the output tokens per joule at the load are a floor",
     ]
+    unpowered = [r.gpu for r in rows if r.carries and r.watts is None]
+    if unpowered:
+        out.append(f"no datasheet power for {', '.join(unpowered)}: no watts or tokens per "
+                   "joule there")  # fmt: skip
     unpriced = [r.gpu for r in rows if r.carries and r.usd_per_hour is None]
     if unpriced:
         out.append(f"no price for {', '.join(unpriced)}: ranked after the priced kinds, by "

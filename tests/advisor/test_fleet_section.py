@@ -6,6 +6,7 @@ its launch command, and the kinds that cannot carry it say why."""
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pytest
@@ -56,10 +57,40 @@ def test_every_kind_that_carries_the_load_is_a_row_with_the_results_figures(clie
         assert got[1] == f"{row['gpu']} {row['gpu_label']}"
         assert got[2] == f"{row['gpus']} {row['replicas']} × {row['gpus_per_replica']}"
         assert got[3].startswith(name)
-        assert got[4:8] == [hourly, per_million, row["headroom_text"], row["basis"]]
-        assert row["command"]["text"] and row["command"]["text"] in got[8]
+        assert got[4:7] == [hourly, per_million, row["headroom_text"]]
+        if row["watts"] is None:
+            assert got[7] == "—"
+        else:
+            tok_j = significant(row["output_tokens_per_joule"])
+            assert got[7] == f"{row['watts'] / 1e3:,.3g} kW {tok_j} tok/J"
+        assert got[8] == row["basis"]
+        assert row["command"]["text"] and row["command"]["text"] in got[9]
         if row["replicas"] > 1:
-            assert f"{row['replicas']} servers" in got[8]
+            assert f"{row['replicas']} servers" in got[9]
+
+
+def chart(page: str, chart_id: str) -> dict:
+    """The figure a chart's json_script carries, as the page's script reads it."""
+    start = page.index(f'id="{chart_id}"')
+    return json.loads(
+        html.unescape(page[page.index(">", start) + 1 : page.index("</script>", start)])
+    )
+
+
+def test_the_chart_draws_each_kinds_front_and_its_operating_point_at_the_load(client):
+    fleet = sized()
+    figure = chart(page_with(client, fleet), "chart-fleet")
+    carried = [r for r in fleet["rows"] if r["carries"]]
+    lines = [t for t in figure["data"] if t["mode"] == "lines+markers"]
+    stars = [t for t in figure["data"] if t["marker"]["symbol"] == "star"]
+    assert [t["name"] for t in lines] == [r["gpu"] for r in carried]
+    for row, line, star in zip(carried, lines, stars, strict=True):
+        assert line["x"] == [p["per_user_tokens_per_second"] for p in row["front"]]
+        assert line["y"] == [p["per_gpu_tokens_per_second"] for p in row["front"]]
+        assert star["x"] == [1 / row["at_load"]["tpot_p50_seconds"]]
+        assert star["y"] == [row["per_gpu_at_load"]] and row["layout"] in star["text"][0]
+        assert star["marker"]["color"] == line["line"]["color"]
+    assert figure["layout"]["shapes"][0]["x0"] == 1000 / fleet["tpot_ms"]
 
 
 def test_the_fold_names_the_cheapest_kind_its_count_and_price(client):

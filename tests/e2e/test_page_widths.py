@@ -12,7 +12,7 @@ import pytest
 from advisor.jobs.models import Job, Worker
 from tests.advisor.fleetdata import sized
 from tests.advisor.pages import make_job
-from tests.e2e.test_browser import chromium  # noqa: F401  (the module-scoped browser)
+from tests.e2e.test_browser import chromium, drawn  # noqa: F401  (the module-scoped browser)
 
 pytestmark = [pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -78,7 +78,15 @@ def test_every_report_fits_its_window_with_every_section_open(live_server, chrom
     fits(live_server, chromium, json.loads(fixture.read_text()), fixture.name)
 
 
-def test_the_fleet_section_fits_its_window(live_server, chromium):  # noqa: F811
+def test_the_fleet_section_fits_its_window_and_draws_every_kinds_front(live_server, chromium):  # noqa: F811
     result = json.loads((FIXTURES / "cli_demo_generation.json").read_text())
     result["fleet"] = sized()  # every kind carried, unpriced and refused, with commands
     fits(live_server, chromium, result, "the fleet section")
+    job = make_job(state=Job.State.SUCCEEDED, progress=1.0, result=result)
+    page = chromium.new_page()
+    page.goto(f"{live_server.url}/jobs/{job.share_token}/")
+    drawn(page, "chart-fleet")
+    traces = page.locator("#chart-fleet-plot .scatterlayer .trace").count()
+    carried = [r for r in result["fleet"]["rows"] if r["carries"]]
+    assert traces == 2 * len(carried)  # each kind's front and its star at the load
+    page.close()

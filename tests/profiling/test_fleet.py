@@ -12,6 +12,7 @@ import pytest
 
 from profiling.config import Workload
 from profiling.measure import hardware
+from profiling.measure.hardware_power import power, unpowered
 from profiling.measure.hardware_prices import price
 from profiling.model.shapes import Shapes
 from profiling.projection.configurations import Configuration
@@ -194,6 +195,40 @@ def test_the_measured_kind_says_its_measurement_beside_the_estimate() -> None:
     assert any("measured on vllm 0.32" in n and "TPOT p90 12 ms" in n
                for n in rows["H100-SXM"].notes)  # fmt: skip
     assert rows["H200"].basis == "datasheet"
+
+
+def test_each_kinds_front_is_simulations_no_other_beats_from_one_user_to_its_capacity() -> None:
+    req = request("llama-3.1-8b", Load(users=64), ("H100-SXM", "L4"))
+    for row in fleet(req).rows:
+        points = [(p.per_user_tokens_per_second, p.per_gpu_tokens_per_second) for p in row.front]
+        assert len(points) >= 3 and points == sorted(points)
+        for i, (x, y) in enumerate(points):  # none beaten on both axes by another
+            assert not any(ox >= x and oy >= y for j, (ox, oy) in enumerate(points) if j != i)
+        # From one user (the fastest for each) to the capacity (the most per GPU).
+        assert row.front[-1].users == 1
+        assert max(p.users for p in row.front if p.meets) == row.capacity_users
+        for p in (row.front[0], row.front[-1]):  # each point is the engine's own simulation
+            again = served_users(req, row.gpu, row.replica, 1, p.users)
+            assert p.replica == row.replica.name and p.meets == again.meets
+            assert p.per_user_tokens_per_second == 1 / again.tpot_p50
+            assert p.per_gpu_tokens_per_second == again.per_gpu
+        # The operating point: the fleet at the load, per GPU as in its row's own figures.
+        assert row.per_gpu_at_load == row.at_load.throughput_tokens_per_second / row.gpus
+        assert row.front[0].per_user_tokens_per_second < row.at_load.per_user_tokens_per_second
+
+
+def test_power_is_the_datasheets_per_gpu_times_the_gpus_and_a_kind_without_one_says_so() -> None:
+    req = request("llama-3.1-8b", Load(request_rate=5.0), ("H100-SXM", "GH200"))
+    found = fleet(req)
+    rows = {r.gpu: r for r in found.rows}
+    h100, gh200 = rows["H100-SXM"], rows["GH200"]
+    assert power("GH200") is None and "GH200" in unpowered()
+    assert h100.watts == power("H100-SXM").watts * h100.gpus
+    assert h100.power_source == power("H100-SXM").source
+    # Tokens per joule at the load: the rate's output tokens/s over those watts.
+    assert h100.output_tokens_per_joule == pytest.approx(5.0 * 300 / h100.watts)
+    assert gh200.carries and gh200.watts is None and gh200.output_tokens_per_joule is None
+    assert any("no datasheet power for GH200" in note for note in found.notes)
 
 
 def test_the_fleet_round_trips_through_its_dict() -> None:
