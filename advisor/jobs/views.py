@@ -7,36 +7,27 @@ that submitted it may cancel.
 
 from __future__ import annotations
 
-import re
-
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.text import slugify
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from advisor import limits
 from advisor.jobs import dispatch, reaper
 from advisor.jobs.access import access_form, grant
+from advisor.jobs.downloads import attachment
 from advisor.jobs.forms import JobForm
+from advisor.jobs.lookup import find_job
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import owned_jobs, owns, remember, sees_scripts_jobs
 from advisor.jobs.rows import ROW_FIELDS, job_rows
+from advisor.jobs.submission import submit
 
-SHARE_TOKEN = re.compile(r"[A-Za-z0-9_-]{1,32}")
 QUEUE_DOWN = (
     "The job queue is unavailable right now, so the job was not submitted. "
     "Your input is kept below: try again in a moment."
 )
-
-
-def _job(token: str) -> Job | None:
-    # Only well-formed tokens reach the database (PostgreSQL rejects a NUL byte).
-    if not SHARE_TOKEN.fullmatch(token):
-        return None
-    return Job.objects.filter(share_token=token).first()
 
 
 def _missing(request: HttpRequest) -> HttpResponse:
@@ -55,10 +46,7 @@ def new_job(request: HttpRequest) -> HttpResponse:
             form.add_error(None, limited.message())
         else:
             try:
-                with transaction.atomic():  # published on commit, with the prompt sample
-                    job = form.save(commit=False)
-                    dispatch.submit(job)
-                    form.save_m2m()
+                job = submit(form)  # published on commit, with the prompt sample
             except dispatch.QueueUnavailable as exc:
                 form.add_error(None, f"{QUEUE_DOWN} ({exc})")
             else:
@@ -87,7 +75,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def job_status(request: HttpRequest, token: str) -> HttpResponse:
     reaper.reap_if_due()  # a watched job whose worker died is noticed here
-    job = _job(token)
+    job = find_job(token)
     if job is None:
         return JsonResponse({"error": "no such job"}, status=404)
     progress = max(0.0, min(1.0, job.progress))
@@ -123,7 +111,7 @@ def time_left(job: Job, progress: float) -> tuple[float | None, float | None]:
 
 @require_POST
 def job_cancel(request: HttpRequest, token: str) -> HttpResponse:
-    job = _job(token)
+    job = find_job(token)
     if job is None:
         return _missing(request)
     if not owns(request, job):
@@ -135,12 +123,8 @@ def job_cancel(request: HttpRequest, token: str) -> HttpResponse:
 
 @require_GET
 def job_result_json(request: HttpRequest, token: str) -> HttpResponse:
-    job = _job(token)
+    job = find_job(token)
     if job is None or job.result is None:
         return _missing(request)
-    response = JsonResponse(job.result, json_dumps_params={"indent": 2})
-    name = slugify(job.model_name.rsplit("/", 1)[-1]) or "model"
-    response["Content-Disposition"] = (
-        f'attachment; filename="profile-{name}-{job.share_token[:8]}.json"'
-    )
-    return response
+    return attachment(JsonResponse(job.result, json_dumps_params={"indent": 2}), job,
+                      "profile", "json")  # fmt: skip
