@@ -20,15 +20,13 @@ from advisor.jobs.checks import (
     refuse_unstorable_text,
 )
 from advisor.jobs.conversation_upload import ConversationFileField
-from advisor.jobs.models import Job, PromptSample, Worker
+from advisor.jobs.models import Job, Worker
 from advisor.jobs.option_fields import clean_ints, form_field
-from advisor.jobs.samples import sample_from_upload
+from advisor.jobs.samples import PromptFileField
 from advisor.jobs.stored_options import SWITCHES
 from profiling.config import (
     DTYPES,
     PRECISIONS,
-    PROMPT_SAMPLE_MAX_BYTES,
-    PROMPT_SAMPLE_MAX_PROMPTS,
     QUANT_VARIANTS,
     ConfigError,
     Hardware,
@@ -37,7 +35,6 @@ from profiling.config import (
 )
 from profiling.measure import hardware
 from profiling.options import OPTIONS, family
-from profiling.units import size
 
 MIN_PRECISIONS = 2
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -91,7 +88,7 @@ DEPLOYMENT_DETAILS = (
 )  # fmt: skip
 
 
-class JobForm(ConversationFileField, forms.ModelForm):
+class JobForm(PromptFileField, ConversationFileField, forms.ModelForm):
     model_name = forms.CharField(
         label="Model",
         max_length=512,
@@ -126,17 +123,6 @@ class JobForm(ConversationFileField, forms.ModelForm):
     prompt_lookup = form_field(OPTIONS["prompt_lookup"])
     precisions = form_field(OPTIONS["precisions"], PRECISIONS)
     quant_variants = form_field(OPTIONS["quant_variants"], QUANT_VARIANTS)
-    prompt_file = forms.FileField(
-        label="Your prompts (optional)",
-        required=False,
-        allow_empty_file=True,  # the parser says "empty" in the CLI's words
-        widget=forms.FileInput(attrs={"accept": ".txt,.jsonl,.ndjson,.json,text/plain"}),
-        help_text='A text file with one prompt per line, or JSON Lines with a "prompt" '
-        'string or chat "messages" per line, in the order your server sees them '
-        f"(up to {PROMPT_SAMPLE_MAX_PROMPTS:,} prompts, {size(PROMPT_SAMPLE_MAX_BYTES)}). "
-        "The report then says how much of their prefill a cache would reuse. Choosing a "
-        "file turns this experiment on.",
-    )
     tp_measure = form_field(OPTIONS["tp_measure"])
     engine = form_field(OPTIONS["engine"])
     run_on = forms.ChoiceField(
@@ -212,7 +198,6 @@ class JobForm(ConversationFileField, forms.ModelForm):
         # values of the fields declared here too (512/128/8, quick, demo).
         kwargs.setdefault("instance", Job(model_name="demo"))
         super().__init__(*args, **kwargs)
-        self.prompt_sample: PromptSample | None = None  # parsed from the upload by clean
         self.served = served_queues()
         self.fields["gpu_kind"].choices = self._gpu_choices()
         self.fields["run_on"].choices = self._run_on_choices()
@@ -344,24 +329,6 @@ class JobForm(ConversationFileField, forms.ModelForm):
     def clean_spec_ks(self) -> list[int]:
         return clean_ints(OPTIONS["spec_ks"], self.cleaned_data.get("spec_ks", ""))
 
-    def clean_prompt_file(self) -> Any:
-        upload = self.cleaned_data.get("prompt_file")
-        if upload:
-            self.prompt_sample = sample_from_upload(upload)
-        return upload
-
-    @property
-    def prompt_file_note(self) -> str:
-        """After an error elsewhere: the file was fine, but the browser will not resend it."""
-        sample = self.prompt_sample
-        if sample is None or not self.errors:
-            return ""
-        return (
-            f"{sample.filename or 'Your file'} was read ({sample.prompt_count:,} prompts), but "
-            "the form has an error elsewhere and a browser cannot keep a chosen file: "
-            "choose it again before you send."
-        )
-
     def clean_precisions(self) -> list[str]:
         return in_choice_order(self.cleaned_data.get("precisions") or [], PRECISIONS)
 
@@ -442,7 +409,5 @@ class JobForm(ConversationFileField, forms.ModelForm):
 
     def _save_m2m(self) -> None:
         super()._save_m2m()
-        if self.prompt_sample is not None:
-            self.prompt_sample.job = self.instance
-            self.prompt_sample.save()
+        self.save_prompt_sample(self.instance)
         self.save_conversations(self.instance)

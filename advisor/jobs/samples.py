@@ -1,4 +1,5 @@
-"""An uploaded prompt file → an unsaved `PromptSample`, checked with the library's parser.
+"""An uploaded prompt file → an unsaved `PromptSample`, checked with the library's parser,
+and the new-job form's field for it (as `conversation_upload` has the conversations').
 
 The parser is the CLI's (`profiling.caching.sample`), so a file refused here is
 refused there in the same words, line number included. The upload's size is
@@ -9,6 +10,7 @@ reuse analysis happen on the worker.
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
 from django import forms
 from django.core.files.uploadedfile import UploadedFile
@@ -16,7 +18,7 @@ from django.core.files.uploadedfile import UploadedFile
 from advisor.jobs.models import PromptSample
 from profiling import units
 from profiling.caching.sample import PromptSampleError, parse_prompt_sample
-from profiling.config import PROMPT_SAMPLE_MAX_BYTES
+from profiling.config import PROMPT_SAMPLE_MAX_BYTES, PROMPT_SAMPLE_MAX_PROMPTS
 
 # A browser cannot put a chosen file back into the form it shows again.
 CHOOSE_AGAIN = "Fix the file, then choose it again."
@@ -54,3 +56,47 @@ def sample_from_upload(upload: UploadedFile) -> PromptSample:
         size_bytes=len(data),
         sha256=hashlib.sha256(data).hexdigest(),
     )
+
+
+class PromptFileField(forms.Form):
+    """The new-job form's prompt upload (a base of `JobForm`, as `ConversationFileField`
+    is): the field, its check, the note shown when another field's error sends the form
+    back, and its save."""
+
+    prompt_sample: PromptSample | None = None  # parsed from the upload by the field's check
+
+    prompt_file = forms.FileField(
+        label="Your prompts (optional)",
+        required=False,
+        allow_empty_file=True,  # the parser says "empty" in the CLI's words
+        widget=forms.FileInput(attrs={"accept": ".txt,.jsonl,.ndjson,.json,text/plain"}),
+        help_text='A text file with one prompt per line, or JSON Lines with a "prompt" '
+        'string or chat "messages" per line, in the order your server sees them '
+        f"(up to {PROMPT_SAMPLE_MAX_PROMPTS:,} prompts, "
+        f"{units.size(PROMPT_SAMPLE_MAX_BYTES)}). The report then says how much of their "
+        "prefill a cache would reuse. Choosing a file turns this experiment on.",
+    )
+
+    def clean_prompt_file(self) -> Any:
+        upload = self.cleaned_data.get("prompt_file")
+        if upload:
+            self.prompt_sample = sample_from_upload(upload)
+        return upload
+
+    @property
+    def prompt_file_note(self) -> str:
+        """After an error elsewhere: the file was fine, but the browser will not resend it."""
+        sample = self.prompt_sample
+        if sample is None or not self.errors:
+            return ""
+        return (
+            f"{sample.filename or 'Your file'} was read ({sample.prompt_count:,} prompts), but "
+            "the form has an error elsewhere and a browser cannot keep a chosen file: "
+            "choose it again before you send."
+        )
+
+    def save_prompt_sample(self, job: Any) -> None:
+        """Save the checked sample with `job` (in the transaction that saves the job)."""
+        if self.prompt_sample is not None:
+            self.prompt_sample.job = job
+            self.prompt_sample.save()
