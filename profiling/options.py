@@ -1,9 +1,13 @@
-"""Every job option, declared once: its name, type, default, range, unit and help text.
+"""Every job option's declaration: its name, type, default, range, unit and help text.
 
-The surfaces derive from these declarations and never restate them: the library's
-config (`profiling.config`: defaults, limits, validation), both command lines (through
-`cli_common.flag_arguments`), the new-job form, the JSON API and its OpenAPI document.
-Adding an option is one `Option` here (`tests/advisor/test_options.py` checks each).
+The surfaces take these from here and never restate them: the library's config
+(`profiling.config`: its defaults, limits and the checks of `Option.problem`), both
+command lines (through `cli_common.flag_arguments`), the new-job form's fields, the JSON
+API and its OpenAPI document. The names still recur where a surface lays its options out:
+`ProfileConfig`'s dataclass fields and the name tuples its `validate` walks, the form's
+`field_order` and template, the command lines' flag groups. So adding an option is an
+`Option` here plus its field in the config and its place on the form;
+`tests/advisor/test_options.py` checks each declaration on every surface.
 
 `name` is the option's field name in the form, the API and the job row's
 `options` JSON; `config` is where `ProfileConfig` keeps it, when that differs.

@@ -2,11 +2,13 @@
 
 Each technique has a folder, `profiling/<name>/`: its experiment (plan → run →
 typed result, `experiment.py`), its typed result (`results.py`), the text its
-report draws (`report.py`) and its advice rule (`advice.py`). This list is the
-only place that names them all: the runner runs the experiments the config
-asks for, the advice runs every rule, and the site's report iterates the same
-names. A technique with no experiment of its own (disaggregation, measured by
-the parallel experiment) has `run` None.
+report draws (`report.py`) and its advice rule (`advice.py`). The runner runs
+the experiments of this list that the config asks for, and the advice runs every
+rule of it. It is not yet the only place that names them: the config's
+`EXPERIMENT_NAMES`, `Profile`'s experiments and the site's stored options, form,
+report views, summary and template name each technique too, so a new technique
+is a folder, a line here and those places. A technique with no experiment of its own
+(disaggregation, measured by the parallel experiment) has `run` None.
 
 Import order: config → measurements → technique folders → this registry →
 advice and runner → presentation.
