@@ -20,12 +20,12 @@ from profiling.projection import validation
 from profiling.projection.calibration import Calibration, assumed
 from profiling.projection.engines import EngineLimits
 from profiling.projection.engines import limits as engine_limits
-from profiling.projection.estimate import project, shipped_configs
+from profiling.projection.estimate import Deployment, Traffic, project, shipped_configs
 from profiling.projection.expert_parallel import ExpertParallel
 from profiling.projection.fit import activation_bytes
 from profiling.projection.precision import serving_precision
-from profiling.projection.serving import Served, simulate
-from profiling.projection.step_time import StepModel, kv_capacity_tokens
+from profiling.projection.serving import Requests, Served, simulate
+from profiling.projection.step_time import DeviceMemory, StepModel, kv_capacity_tokens
 
 DATA = Path(__file__).resolve().parent / "data"
 ROWS_FILE = DATA / "published_serving.jsonl"
@@ -398,17 +398,18 @@ def project_expert_parallel(
     step = ExpertParallel(StepModel(shapes, calibration, dtype, kv_dtype, 1, gpu), ep)
     held = step.weights_held()
     usable = engine.usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, 1), held)
-    capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, 1, usable, held, isl + osl)
+    capacity = kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, DeviceMemory(1, usable, held),
+                                  isl + osl)  # fmt: skip
     engines = ep * replicas
     notes = [f"{replicas} × {ep} expert-parallel ranks, each its own engine; {engine.note()}"]
     try:
-        served = simulate(
-            step, isl, osl,  # type: ignore[arg-type]
+        served = simulate(step, Requests(  # type: ignore[arg-type]
+            isl, osl,
             concurrency=0 if rate else math.ceil(concurrency / engines), rate=rate / engines,
             requests=math.ceil(requests / engines) if requests else None, kv_tokens=capacity,
             max_batched_tokens=engine.max_batched_tokens, max_seqs=engine.max_seqs,
             lined_up=lined_up,
-        )  # fmt: skip
+        ))  # fmt: skip
     except ValueError as exc:
         return None, 0.0, notes + [f"not served by the simulated engine ({exc})"]
     return served, served.output_tokens_per_second * engines, notes
@@ -555,10 +556,9 @@ def express(
         out["setup"]["served_by"] += f", {ep} expert-parallel ranks"
         why_not = "" if served is not None else "; ".join(ep_notes)
     else:
-        projection = project(
-            shapes, calibration, dtype, isl, osl, concurrency, gpu, tp, kv_dtype=kv,
-            engine=engine, rate=rate, requests=requests, replicas=replicas, lined_up=lined_up,
-        )  # fmt: skip
+        traffic = Traffic(isl, osl, concurrency, rate=rate, requests=requests, lined_up=lined_up)
+        deployment = Deployment(gpu, tp, kv_dtype=kv, engine=engine, replicas=replicas)
+        projection = project(shapes, calibration, dtype, traffic, deployment)
         served, throughput = projection.served, projection.decode_tokens_per_second
         why_not = "" if served is not None else "; ".join(projection.notes)
     if served is not None:

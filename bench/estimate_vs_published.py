@@ -38,7 +38,7 @@ for a row that states no precision for a checkpoint that ships only quantized.
 
 How each mode is served:
 - online-concurrency: `project()` itself, at the row's concurrency per replica.
-- online-rate: `simulate(rate=...)`, Poisson arrivals at the row's request rate
+- online-rate: `simulate(step, Requests(..., rate=...))`, Poisson arrivals at the row's request rate
   (per replica), as TensorRT-LLM's, MLPerf's and vLLM's serving benchmarks drive a
   server; `project()` only takes a concurrency, so the simulation is called here.
 - offline (all requests queued at once: trtllm-bench's "infinite rate", MLPerf

@@ -33,7 +33,7 @@ from profiling.measure.hardware import lookup  # noqa: E402
 from profiling.model.shapes import Shapes  # noqa: E402
 from profiling.parallel import layouts  # noqa: E402
 from profiling.projection.calibration import assumed  # noqa: E402
-from profiling.projection.estimate import project, shipped_configs  # noqa: E402
+from profiling.projection.estimate import Deployment, Traffic, project, shipped_configs  # noqa: E402
 from profiling.projection.precision import PRECISIONS  # noqa: E402
 
 H100 = lookup("H100")
@@ -82,8 +82,8 @@ def precisions_70b() -> None:
     print("\nllama-3.1-70b on 1× H100, 512+128 tokens, 4 users: every precision")
     for key in PRECISIONS:
         rates = assumed(H100, key, s.num_layers)
-        p = project(s, rates, key, 512, 128, 4, H100, 1)
-        one = project(s, rates, key, 512, 128, 1, H100, 1)
+        p = project(s, rates, key, Traffic(512, 128, 4), Deployment(H100, 1))
+        one = project(s, rates, key, Traffic(512, 128, 1), Deployment(H100, 1))
         print(f"  {key:17s} weights {p.weights_bytes / 2**30:6.1f} GiB  fits {p.fits!s:5s}  "
               f"TPOT {p.tpot_seconds * 1e3:6.1f} ms at 4 users, {one.tpot_seconds * 1e3:6.1f} ms "
               "at 1")  # fmt: skip
@@ -105,10 +105,12 @@ def moe_bytes() -> None:
 def scaling() -> None:
     s = shapes("llama-3.1-8b")
     rates = assumed(H100, "bfloat16", s.num_layers)
-    one = project(s, rates, "bfloat16", 512, 128, 1, H100, 1).decode_tokens_per_second
+    alone = project(s, rates, "bfloat16", Traffic(512, 128, 1), Deployment(H100, 1))
+    one = alone.decode_tokens_per_second
     print("\nllama-3.1-8b on 1× H100: served throughput over users (ratio to users × one user's)")
     for users in (1, 4, 16, 64, 256):
-        tput = project(s, rates, "bfloat16", 512, 128, users, H100, 1).decode_tokens_per_second
+        served = project(s, rates, "bfloat16", Traffic(512, 128, users), Deployment(H100, 1))
+        tput = served.decode_tokens_per_second
         print(f"  {users:4d} users: {tput:8,.0f} tok/s ({tput / (users * one):.2f})")
     work = Workload(512, 128, 256)
     base = layouts.best(layouts.search(s, rates, "bfloat16", work, H100, 1)).throughput

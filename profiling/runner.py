@@ -9,6 +9,7 @@ are of the whole run, each phase's share in proportion to its planned work
 from __future__ import annotations
 
 from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 from profiling.config import ConfigError, ProfileConfig
@@ -82,6 +83,35 @@ def target_gpu_of(config: ProfileConfig) -> hardware.GPU | None:
         raise ConfigError(str(exc)) from None
 
 
+@dataclass
+class _Run:
+    """What every phase of a run after the load reads: the config, the device and dtype
+    picked, the model loaded, the clock, and the progress bar's spans."""
+
+    config: ProfileConfig
+    progress: Progress
+    clock: Clock
+    device: str
+    dtype: str
+    loaded: Any
+    spans: dict[str, tuple[float, float]]
+    phases: Phases
+
+
+@dataclass
+class _Measured:
+    """The memory phase's and the baseline's figures."""
+
+    weights: int
+    by_dtype: dict[str, int]
+    kv_measured: int
+    kv_computed: int
+    local_gpu: hardware.GPU | None
+    bandwidth: Any  # `profiling.measure.bandwidth.measure`'s
+    subject: Any  # the baseline's `Subject`
+    base: Any  # the baseline's result
+
+
 def _run(
     config: ProfileConfig,
     progress: Progress,
@@ -91,11 +121,8 @@ def _run(
 ) -> Profile:
     import torch
 
-    from profiling.experiments import baseline, baseline_plan
-    from profiling.measure import bandwidth, environment, timing
-    from profiling.model import loading, memory
-    from profiling.projection.fit import activation_bytes, fit_check
-    from profiling.projection.verdict import verdict
+    from profiling.measure import environment, timing
+    from profiling.model import loading
 
     started = environment.utc_now()
     phases = Phases()
@@ -107,8 +134,45 @@ def _run(
     spans = plan_spans(list(experiments), engine=bool(config.engine))
     loaded = loading.load(config, device, dtype, span(progress, *spans["load"]))
     phases.done("load")
+    run = _Run(config, progress, clock, device, dtype, loaded, spans, phases)
 
-    progress("memory", spans["memory"][0], "counting weight bytes and measuring the KV cache")
+    measured = _measure(run)
+    # Read from the config once: the fit check, the parallel plans and the advice use them.
+    loaded.info.shapes = shapes_or_none(loaded.model.config.to_dict())
+    fit = _fit(run, measured, target_gpu)
+    profile = _profile(run, measured, fit, started)
+    if busy and device == "cpu":
+        profile.warnings.append(busy)
+    chats = _experiments_and_engine(run, profile, experiments, measured, fit)
+    # The prompt sample (up to 16 MiB) and the conversation file (up to 8 MiB) have been
+    # read; the result keeps their figures and the file's name, not a second copy.
+    profile.config = config.replace(prompt_sample=[], conversations="")
+    attach_advice(profile, loaded.model.config.to_dict())
+    if chats is not None:
+        from profiling.advice.conversations import attach_all
+        from profiling.measure import bandwidth
+
+        attach_all(profile, measured.local_gpu, bandwidth.host_to_device(device), loaded, device,
+                   clock, chats)  # fmt: skip
+    profile.phase_seconds = phases.seconds
+    profile.environment.finished_at = environment.utc_now()
+    progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
+    return profile
+
+
+def _measure(run: _Run) -> _Measured:
+    """The memory phase (weight bytes, the KV cache per token, the copy and read
+    bandwidths) and the baseline sweeps."""
+    import torch
+
+    from profiling.experiments import baseline, baseline_plan
+    from profiling.measure import bandwidth
+    from profiling.model import memory
+
+    config, loaded, device, dtype = run.config, run.loaded, run.device, run.dtype
+    run.progress(
+        "memory", run.spans["memory"][0], "counting weight bytes and measuring the KV cache"
+    )
     weights, by_dtype = memory.weights_bytes(loaded.model)
     dtype_bytes = getattr(torch, dtype).itemsize
     kv_computed = memory.kv_bytes_per_token_computed(loaded.model.config, dtype_bytes)
@@ -130,66 +194,80 @@ def _run(
     plan = baseline_plan.make_plan(
         config.workload, config.quick, loaded.info.max_position_embeddings
     )
-    base = baseline.run_baseline(subject, plan, clock, span(progress, *spans["baseline"]))
-    phases.done("baseline")
+    base = baseline.run_baseline(
+        subject, plan, run.clock, span(run.progress, *run.spans["baseline"])
+    )
+    run.phases.done("baseline")
+    return _Measured(weights, by_dtype, kv_measured, kv_computed, local_gpu, measured, subject,
+                     base)  # fmt: skip
 
-    # Read from the config once: the fit check, the parallel plans and the advice use them.
-    loaded.info.shapes = shapes_or_none(loaded.model.config.to_dict())
-    fit_gpu, count = target_gpu or local_gpu, config.hardware.gpu_count
-    fit = None
-    if fit_gpu:
-        peak = activation_bytes(loaded.info.shapes, dtype, count)
-        fit = fit_check(weights, kv_measured, config.workload, fit_gpu, count, peak,
-                        config.hardware.serving_engine)  # fmt: skip
+
+def _fit(run: _Run, m: _Measured, target_gpu: hardware.GPU | None) -> FitCheck | None:
+    """The fit check on the GPU the user deploys on, else on the local one (None on CPU
+    without a target)."""
+    from profiling.projection.fit import Footprint, activation_bytes, fit_check
+
+    config = run.config
+    fit_gpu, count = target_gpu or m.local_gpu, config.hardware.gpu_count
+    if not fit_gpu:
+        return None
+    peak = activation_bytes(run.loaded.info.shapes, run.dtype, count)
+    return fit_check(Footprint(m.weights, m.kv_measured, peak), config.workload, fit_gpu, count,
+                     config.hardware.serving_engine)  # fmt: skip
+
+
+def _profile(run: _Run, m: _Measured, fit: FitCheck | None, started: Any) -> Profile:
+    from profiling.measure import environment
+    from profiling.projection.verdict import verdict
+
+    config, loaded, base = run.config, run.loaded, m.base
+    kv_measured, kv_computed = m.kv_measured, m.kv_computed
     profile = Profile(
         config=config,
         model=loaded.info,
-        environment=environment.collect(device, dtype, started),
-        memory=_memory_result(weights, by_dtype, kv_measured, kv_computed, base, fit),
+        environment=environment.collect(run.device, run.dtype, started),
+        memory=_memory_result(m.weights, m.by_dtype, kv_measured, kv_computed, base, fit),
         prefill=base.prefill,
         decode=base.decode,
         verdict=verdict(base.prefill, base.decode, config.workload, fit),
-        warnings=_warnings(config, loaded, device, kv_measured, kv_computed, fit) + base.warnings,
+        warnings=_warnings(config, loaded, run.device, kv_measured, kv_computed, fit)
+        + base.warnings,
     )
-    profile.environment.copy_bandwidth_bytes_per_second = measured.copy_bytes_per_second
-    profile.environment.read_bandwidth_bytes_per_second = measured.read_bytes_per_second
-    if busy and device == "cpu":
-        profile.warnings.append(busy)
+    profile.environment.copy_bandwidth_bytes_per_second = m.bandwidth.copy_bytes_per_second
+    profile.environment.read_bandwidth_bytes_per_second = m.bandwidth.read_bytes_per_second
+    return profile
+
+
+def _experiments_and_engine(
+    run: _Run,
+    profile: Profile,
+    experiments: dict[str, Experiment],
+    m: _Measured,
+    fit: FitCheck | None,
+) -> Any:
+    """The optional experiments, then the engine where the config asks for it; the
+    conversations the profile reads (None without any)."""
+    from profiling.advice.conversations import profile_chats
+
+    config, loaded, device = run.config, run.loaded, run.device
     # Files the experiments leave for the engine (a GPTQ checkpoint), only when it runs.
     with _artifacts_dir(config) as folder:
         artifacts: dict[str, str] = {}
-        _run_experiments(
-            profile, experiments, loaded, device, dtype, clock, progress, spans, folder,
-            artifacts, phases, subject.compiled,
-        )  # fmt: skip
-        from profiling.advice.conversations import profile_chats
-
+        _run_experiments(run, profile, experiments, folder, artifacts, m.subject.compiled)
         chats = profile_chats(profile, loaded.tokenizer)  # read once, for all three uses
         if config.engine:
             from profiling.engine.for_profile import run_for_profile
 
-            engine_progress = span(progress, *spans["engine"])
+            engine_progress = span(run.progress, *run.spans["engine"])
             replayed = chats.conversations if chats else None
             with set_aside(loaded.model, device):  # the engine loads its own copy
                 profile.engine = run_for_profile(
-                    config, loaded, device, dtype, engine_progress, artifacts, replayed
+                    config, loaded, device, run.dtype, engine_progress, artifacts, replayed
                 )
             profile.warnings += profile.engine.failures
             _prefer_engine_verdict(profile, fit)
-            phases.done("engine")
-    # The prompt sample (up to 16 MiB) and the conversation file (up to 8 MiB) have been
-    # read; the result keeps their figures and the file's name, not a second copy.
-    profile.config = config.replace(prompt_sample=[], conversations="")
-    attach_advice(profile, loaded.model.config.to_dict())
-    if chats is not None:
-        from profiling.advice.conversations import attach_all
-
-        attach_all(profile, local_gpu, bandwidth.host_to_device(device), loaded, device, clock,
-                   chats)  # fmt: skip
-    profile.phase_seconds = phases.seconds
-    profile.environment.finished_at = environment.utc_now()
-    progress("done", 1.0, profile.verdict.summary if profile.verdict else "profile complete")
-    return profile
+            run.phases.done("engine")
+    return chats
 
 
 def _artifacts_dir(config: ProfileConfig) -> Any:
@@ -304,45 +382,38 @@ def budget_share(device: str, elapsed_s: float, name: str, still_to_run: list[st
 
 
 def _run_experiments(
+    run: _Run,
     profile: Profile,
     experiments: dict[str, Experiment],
-    loaded: Any,
-    device: str,
-    dtype: str,
-    clock: Clock,
-    progress: Progress,
-    spans: dict[str, tuple[float, float]],
-    artifacts_dir: str | None = None,
-    artifacts: dict[str, str] | None = None,
-    phases: Phases | None = None,
-    compiled: dict[str, Any] | None = None,
+    artifacts_dir: str | None,
+    artifacts: dict[str, str],
+    compiled: dict[str, Any],
 ) -> None:
-    names = list(experiments)
+    names, device, phases = list(experiments), run.device, run.phases
     for i, (name, experiment) in enumerate(experiments.items()):
-        elapsed = phases.elapsed() if phases is not None else 0.0
+        elapsed = phases.elapsed()
         context = ExperimentContext(
             profile.config,
-            loaded,
+            run.loaded,
             device,
-            dtype,
-            clock,
-            span(progress, *spans[name]),
+            run.dtype,
+            run.clock,
+            span(run.progress, *run.spans[name]),
             profile,
             artifacts_dir,
-            artifacts if artifacts is not None else {},
+            artifacts,
             budget_share(device, elapsed, name, names[i:]),
-            compiled if compiled is not None else {},
+            compiled,
         )
         owns = name in BY_NAME and BY_NAME[name].own_weights
-        aside = set_aside(loaded.model, device) if owns else nullcontext()
+        aside = set_aside(run.loaded.model, device) if owns else nullcontext()
         with aside:
             result = experiment(context)
             setattr(profile.experiments, name, result)
         planned = getattr(result, "planned_seconds", None)
         if planned is not None:
             profile.planned_seconds[name] = planned
-        if phases is not None:
-            phases.done(name)
+        phases.done(name)
 
 
 class Phases:

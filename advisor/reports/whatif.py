@@ -25,7 +25,7 @@ from profiling.profile import Profile
 from profiling.projection.calibration import Calibration, PhaseRate, assumed, calibrate
 from profiling.projection.deployments import FIRST_ONLY
 from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
-from profiling.projection.estimate import Projection, project
+from profiling.projection.estimate import Deployment, Projection, Traffic, project
 from profiling.projection.precision import PRECISIONS
 from profiling.results import FitCheck
 from profiling.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
@@ -163,10 +163,11 @@ def run(profile: Profile, s: Scenario) -> Outcome:
     gpu, on_worker = target(profile, s.gpu_kind)
     workload = workload_of(profile, s)
     calibration = rates_for(profile, shapes, gpu, on_worker, s.dtype)
-    projection = project(shapes, calibration, s.dtype, s.prompt_tokens, s.output_tokens,
-                         s.concurrency, gpu, s.gpu_count, kv_dtype=s.kv_dtype,
-                         ttft_ms=workload.ttft_ms, tpot_ms=workload.tpot_ms,
-                         engine=limits(gpu, s.serving_engine, tp=s.gpu_count))  # fmt: skip
+    traffic = Traffic(s.prompt_tokens, s.output_tokens, s.concurrency, workload.ttft_ms,
+                      workload.tpot_ms)  # fmt: skip
+    deployment = Deployment(gpu, s.gpu_count, s.kv_dtype,
+                            limits(gpu, s.serving_engine, tp=s.gpu_count))  # fmt: skip
+    projection = project(shapes, calibration, s.dtype, traffic, deployment)
     fit, advice = None, None
     if gpu is not None:
         stated = profile.config.stated_bottleneck

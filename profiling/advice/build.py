@@ -38,7 +38,7 @@ from profiling.model.shapes import Shapes
 from profiling.profile import Experiments, Profile
 from profiling.projection.calibration import assumed, calibrate, leave_one_out, relative_error
 from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
-from profiling.projection.estimate import Projection, project
+from profiling.projection.estimate import Deployment, Projection, Traffic, project
 from profiling.projection.validation import band, unchecked
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
 from profiling.techniques import TECHNIQUES
@@ -316,12 +316,12 @@ def _project(
     limits of `engine` (the deployment's serving engine by default)."""
     tp, pp, replicas = (deployment.layout() if deployment else None) or (count, 1, 1)
     engine = engine or (deployment.serving_engine if deployment else DEFAULT_ENGINE)
-    return project(
-        shapes, rates, dtype, w.prompt_tokens, w.output_tokens, w.concurrency, gpu, tp,
-        kv_dtype=deployment.kv_dtype if deployment else "", ttft_ms=w.ttft_ms,
-        tpot_ms=w.tpot_ms, engine=limits(gpu, engine, tp=tp, pp=pp),
-        rate=w.request_rate or 0.0, requests=w.requests, replicas=replicas, stages=pp,
-    )  # fmt: skip
+    traffic = Traffic(w.prompt_tokens, w.output_tokens, w.concurrency, w.ttft_ms, w.tpot_ms,
+                      rate=w.request_rate or 0.0, requests=w.requests)  # fmt: skip
+    served_by = Deployment(gpu, tp, kv_dtype=deployment.kv_dtype if deployment else "",
+                           engine=limits(gpu, engine, tp=tp, pp=pp), replicas=replicas,
+                           stages=pp)  # fmt: skip
+    return project(shapes, rates, dtype, traffic, served_by)
 
 
 def projection_points(

@@ -26,7 +26,7 @@ from profiling.config import ConfigError, Workload
 from profiling.measure.hardware import GPU, lookup
 from profiling.profile import Profile
 from profiling.projection.calibration import calibrate
-from profiling.projection.conversation_serving import prepare
+from profiling.projection.conversation_serving import Setup, prepare
 from profiling.projection.conversations import Conversation, parse_conversations
 from profiling.projection.step_time import StepModel
 
@@ -135,7 +135,7 @@ def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
     try:
         rates = calibrate(shapes, profile, env.device_name)
         users = section["users_per_copy"] if section else config.workload.concurrency
-        prepared = prepare(shapes, rates, env.dtype, chats.conversations, users)
+        prepared = prepare(shapes, rates, env.dtype, chats.conversations, Setup(users))
         capacity = section["served"]["capacity_tokens"] if section else None
         subject = Subject(loaded.model, device, env.device_name or device, clock,
                           shapes.vocab_size, loaded.info.max_position_embeddings,

@@ -19,7 +19,7 @@ from profiling.model.shapes import DTYPE_BYTES, Shapes
 from profiling.projection.calibration import Calibration
 from profiling.projection.engines import DEFAULT_ENGINE, EngineLimits, limits
 from profiling.projection.estimate import Projection
-from profiling.projection.fit import activation_bytes, fit_check
+from profiling.projection.fit import Footprint, activation_bytes, fit_check
 from profiling.projection.serving import Served
 from profiling.projection.verdict import nearest_batch
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
@@ -95,8 +95,8 @@ class Facts:
         if self.gpu is None:
             return None
         peak = activation_bytes(self.shapes, self.dtype, self.gpu_count)
-        return fit_check(weights_bytes, self.kv_bytes_per_token, self.workload, self.gpu,
-                         self.gpu_count, peak, self.engine)  # fmt: skip
+        footprint = Footprint(weights_bytes, self.kv_bytes_per_token, peak)
+        return fit_check(footprint, self.workload, self.gpu, self.gpu_count, self.engine)
 
     @classmethod
     def from_projection(
@@ -113,7 +113,7 @@ class Facts:
         weights, kv_token = projection.weights_bytes, projection.kv_cache_bytes_per_token
         count = projection.gpu_count
         peak = activation_bytes(shapes, projection.dtype, count)
-        fit = fit_check(weights, kv_token, workload, gpu, count, peak, projection.engine)
+        fit = fit_check(Footprint(weights, kv_token, peak), workload, gpu, count, projection.engine)
         decode_seconds = projection.tpot_seconds * max(workload.output_tokens - 1, 0)
         total = projection.ttft_seconds + decode_seconds
         # A request's time splits three ways: waiting to be scheduled (zero without a

@@ -25,7 +25,7 @@ from profiling.advice_kit.rule_kit import (
 )
 from profiling.caching.results import CachingResult, PrefixPoint
 from profiling.measure.stats import Interval, ratio_interval
-from profiling.projection.estimate import project
+from profiling.projection.estimate import Deployment, Traffic, project
 from profiling.units import size
 
 
@@ -132,10 +132,10 @@ def caching_estimate(facts: Facts) -> list[Outcome]:
         return []
 
     def ttft(cached: int) -> float:
-        return project(shapes, calibration, facts.dtype, w.prompt_tokens, w.output_tokens,
-                       w.concurrency, facts.gpu, facts.gpu_count, ttft_ms=w.ttft_ms,
-                       tpot_ms=w.tpot_ms, cached_tokens=cached,
-                       engine=facts.engine_limits()).ttft_seconds  # fmt: skip
+        traffic = Traffic(w.prompt_tokens, w.output_tokens, w.concurrency, w.ttft_ms,
+                          w.tpot_ms, cached_tokens=cached)  # fmt: skip
+        deployment = Deployment(facts.gpu, facts.gpu_count, engine=facts.engine_limits())
+        return project(shapes, calibration, facts.dtype, traffic, deployment).ttft_seconds
 
     ratio = ttft(0) / ttft(prefix)
     if ratio < MIN_GAIN:

@@ -21,7 +21,7 @@ from profiling.config import ConfigError, Hardware, Workload
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import Calibration, assumed
-from profiling.projection.conversation_serving import prepare, project_conversations
+from profiling.projection.conversation_serving import Setup, prepare, project_conversations
 from profiling.projection.conversations import (
     MAX_TURNS,
     ChatRecord,
@@ -32,6 +32,7 @@ from profiling.projection.conversations import (
     tokenize_conversations,
 )
 from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
+from profiling.projection.estimate import Deployment
 from profiling.projection.host_tier import OFFLOAD_CPU_REASON, host_bytes_of, project_host_tier
 from profiling.projection.step_time import StepModel
 from profiling.units import ms, size
@@ -120,17 +121,16 @@ def estimate_conversations(
     tp, replicas = layout[0], layout[2]
     users = math.ceil(workload.concurrency / replicas)
     rates = rates or assumed(gpu, dtype, shapes.num_layers)
-    targets = {"ttft_ms": workload.ttft_ms, "tpot_ms": workload.tpot_ms}
     engine = limits(gpu, hw.serving_engine, tp=tp)
-    kwargs: dict[str, Any] = {"kv_dtype": hw.kv_dtype, **targets, "engine": engine}
+    setup = Setup(users, Deployment(gpu, tp, hw.kv_dtype, engine), workload.ttft_ms,
+                  workload.tpot_ms)  # fmt: skip
     if not conversations:
         conversations, source = synthetic_conversations(workload), synthetic_source(workload)
-    p = prepare(shapes, rates, dtype, conversations, users, gpu, tp, **kwargs)
-    served = project_conversations(shapes, rates, dtype, conversations, users, gpu, tp,
-                                   prepared=p, **kwargs)  # fmt: skip
+    p = prepare(shapes, rates, dtype, conversations, setup)
+    served = project_conversations(shapes, rates, dtype, conversations, setup, prepared=p)
     host = host_bytes_of(hw.host_memory_gib)
     step = StepModel(shapes, rates, dtype, hw.kv_dtype, tp, gpu)
-    tier = project_host_tier(p, step, users, gpu, tp, host, measured_link, **kwargs)
+    tier = project_host_tier(p, step, setup, host, measured_link)
     advice = host_tier_advice(tier, hw.serving_engine, tp)
     return {
         "basis": rates.basis,

@@ -36,7 +36,12 @@ from profiling.projection import serving
 from profiling.projection.engines import limits
 from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.precision import PRECISIONS
-from profiling.projection.step_time import StepModel, kv_capacity_tokens, link_bytes_per_second
+from profiling.projection.step_time import (
+    DeviceMemory,
+    StepModel,
+    kv_capacity_tokens,
+    link_bytes_per_second,
+)
 from profiling.units import size
 
 
@@ -294,16 +299,17 @@ def disaggregation_estimate(facts: Facts) -> list[Outcome]:
     if gpu is not None:
         usable = usable_bytes(gpu.memory_bytes, activation_bytes(facts.shapes, dtype, count),
                               rule, facts.weights_bytes / count)  # fmt: skip
-        capacity = kv_capacity_tokens(facts.shapes, dtype, "", gpu, count, usable)
+        capacity = kv_capacity_tokens(facts.shapes, dtype, "", gpu, DeviceMemory(count, usable))
         if capacity < work.context_tokens:
             return []  # it does not fit: the capacity rules speak first
     p, o = work.prompt_tokens, work.output_tokens
     apart = split_serving.split(step, p, o, work.concurrency, link_bytes_per_second(gpu), capacity)
     engines = apart.prefill_workers + apart.decode_workers
     users = math.ceil(work.concurrency / engines)
-    together = serving.simulate(step, p, o, concurrency=users, kv_tokens=capacity,
-                                max_seqs=rule.max_seqs,
-                                max_batched_tokens=rule.max_batched_tokens)  # fmt: skip
+    together = serving.simulate(step, serving.Requests(
+        p, o, concurrency=users, kv_tokens=capacity, max_seqs=rule.max_seqs,
+        max_batched_tokens=rule.max_batched_tokens,
+    ))  # fmt: skip
     gpus = engines * count
     mixed, alone = together.tpot.p90 * 1e3, apart.tpot.p90 * 1e3
     same = (f"on the same {gpus} GPUs as {engines} aggregated replicas ({users} users each) "

@@ -35,8 +35,8 @@ from profiling.projection.engines import DEFAULT_ENGINE, limits
 from profiling.projection.expert_parallel import ExpertParallel
 from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.precision import weights_format
-from profiling.projection.serving import Served, simulate
-from profiling.projection.step_time import Staged, StepModel, kv_capacity_tokens
+from profiling.projection.serving import Requests, Served, simulate
+from profiling.projection.step_time import DeviceMemory, Staged, StepModel, kv_capacity_tokens
 
 SIZES = TP_SIZES  # every degree the search tries (TP, PP, EP) is one of the TP sizes
 # Data-parallel attention with expert parallelism, as each engine asks for it (the flags of
@@ -130,7 +130,7 @@ def _serve(
     weights = shapes.weights_bytes(weights_format(dtype)) / devices
     usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, layout.tp), rule,
                           weights)  # fmt: skip
-    capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, devices, usable,
+    capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, DeviceMemory(devices, usable),
                                   context=w.context_tokens)  # fmt: skip
     if capacity is None or capacity < w.context_tokens * layout.users:
         return layout  # its users' KV caches do not fit beside the weights
@@ -139,10 +139,11 @@ def _serve(
     groups = min(layout.pp, layout.users)
     step = Staged(StepModel(shapes, calibration, dtype, kv, layout.tp, gpu), layout.pp)
     ttft, tpot = _targets(w)
-    served = simulate(step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
-                      concurrency=math.ceil(layout.users / groups), kv_tokens=capacity // groups,
-                      max_seqs=rule.max_seqs, max_batched_tokens=rule.max_batched_tokens,
-                      ttft_slo=ttft, tpot_slo=tpot)  # fmt: skip
+    served = simulate(step, Requests(  # type: ignore[arg-type]
+        w.prompt_tokens, w.output_tokens, concurrency=math.ceil(layout.users / groups),
+        kv_tokens=capacity // groups, max_seqs=rule.max_seqs,
+        max_batched_tokens=rule.max_batched_tokens, ttft_slo=ttft, tpot_slo=tpot,
+    ))  # fmt: skip
     _served(layout, served, groups, ttft, tpot)
     if layout.pp > layout.users:
         layout.notes.append(f"{layout.pp - layout.users} of {layout.pp} stages idle: fewer "
@@ -166,22 +167,24 @@ def _serve_experts(
     rule = limits(gpu, engine, tp=layout.ep)
     usable = usable_bytes(gpu.memory_bytes, activation_bytes(shapes, dtype, 1), rule,
                           step.weights_held())  # fmt: skip
-    capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, 1, usable, step.weights_held(),
-                                  w.context_tokens)  # fmt: skip
+    memory = DeviceMemory(1, usable, step.weights_held())
+    capacity = kv_capacity_tokens(shapes, dtype, kv, gpu, memory, w.context_tokens)
     users = math.ceil(layout.users / layout.ep)
     if capacity is None or capacity < w.context_tokens * users:
         return layout
     ttft, tpot = _targets(w)
     served = simulate(
-        step,
-        w.prompt_tokens,
-        w.output_tokens,  # type: ignore[arg-type]
-        concurrency=users,
-        kv_tokens=capacity,
-        max_seqs=rule.max_seqs,
-        max_batched_tokens=rule.max_batched_tokens,
-        ttft_slo=ttft,
-        tpot_slo=tpot,
+        step,  # type: ignore[arg-type]
+        Requests(
+            w.prompt_tokens,
+            w.output_tokens,
+            concurrency=users,
+            kv_tokens=capacity,
+            max_seqs=rule.max_seqs,
+            max_batched_tokens=rule.max_batched_tokens,
+            ttft_slo=ttft,
+            tpot_slo=tpot,
+        ),
     )
     _served(layout, served, layout.ep, ttft, tpot)
     how = EXPERT_FLAGS[engine].format(ep=layout.ep)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from profiling.measure.hardware import GPU
-from profiling.projection.serving import Percentiles, Served, simulate
+from profiling.projection.serving import Percentiles, Requests, Served, simulate
 from profiling.projection.step_time import StepModel
 
 
@@ -60,8 +60,8 @@ def split(
     """Disaggregated serving of the closed-loop workload: a decode worker holding the
     users' requests in pure decode steps, and as many prefill workers as its request
     rate needs, each prompt's KV cache sent over the link once."""
-    decode = simulate(DecodeOnly(step), prompt_tokens, output_tokens,  # type: ignore[arg-type]
-                      concurrency=concurrency, kv_tokens=kv_tokens)  # fmt: skip
+    decode = simulate(DecodeOnly(step), Requests(  # type: ignore[arg-type]
+        prompt_tokens, output_tokens, concurrency=concurrency, kv_tokens=kv_tokens))  # fmt: skip
     prefill = step.seconds(0, 0, ((prompt_tokens, 0),))
     load = decode.requests_per_second * prefill
     workers = max(1, math.ceil(load / MAX_PREFILL_UTILISATION))

@@ -25,10 +25,10 @@ from profiling.projection import block_cache as bc
 from profiling.projection.calibration import Calibration
 from profiling.projection.conversations import Conversation, ConversationSummary, summarize
 from profiling.projection.engines import EngineLimits, limits
-from profiling.projection.estimate import Projection, project
+from profiling.projection.estimate import Deployment, Projection, Traffic, project
 from profiling.projection.fit import activation_bytes
 from profiling.projection.precision import kv_format, weights_format
-from profiling.projection.step_time import kv_capacity_tokens
+from profiling.projection.step_time import DeviceMemory, kv_capacity_tokens
 
 CURVE_POINTS = 10
 
@@ -49,7 +49,7 @@ def device_kv_tokens(
     weights = shapes.weights_bytes(weights_format(dtype))
     activations = activation_bytes(shapes, dtype, gpu_count)
     usable = engine.usable_bytes(gpu.memory_bytes, activations, weights / gpu_count)
-    return kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, usable)
+    return kv_capacity_tokens(shapes, dtype, kv_dtype, gpu, DeviceMemory(gpu_count, usable))
 
 
 @dataclass
@@ -89,45 +89,40 @@ class Prepared:
     kv_bytes_per_token: int
 
 
+@dataclass(frozen=True)
+class Setup:
+    """How the conversations are served: `concurrency` users of one engine copy on
+    `deployment` (its GPU, how many in tensor parallel, the KV cache's format, the
+    engine's limits), with optional TTFT/TPOT targets; the prefix cache keeps blocks of
+    `block_size` tokens."""
+
+    concurrency: int
+    deployment: Deployment = field(default_factory=Deployment)
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    block_size: int = bc.BLOCK_SIZE
+
+
 def prepare(
     shapes: Shapes,
     calibration: Calibration,
     dtype: str,
     conversations: list[Conversation],
-    concurrency: int,
-    gpu: GPU | None = None,
-    gpu_count: int = 1,
-    *,
-    kv_dtype: str = "",
-    ttft_ms: float | None = None,
-    tpot_ms: float | None = None,
-    engine: EngineLimits | None = None,
-    block_size: int = bc.BLOCK_SIZE,
+    setup: Setup,
 ) -> Prepared:
     summary = summarize(conversations)
     prompt, output = round(summary.mean_prompt_tokens), max(1, round(summary.mean_output_tokens))
-    cold = project(
-        shapes,
-        calibration,
-        dtype,
-        prompt,
-        output,
-        concurrency,
-        gpu,
-        gpu_count,
-        kv_dtype=kv_dtype,
-        ttft_ms=ttft_ms,
-        tpot_ms=tpot_ms,
-        engine=engine,
-    )
+    traffic = Traffic(prompt, output, setup.concurrency, setup.ttft_ms, setup.tpot_ms)
+    cold = project(shapes, calibration, dtype, traffic, setup.deployment)
     # Turns are sent at the pace the cold engine serves them: its TTFT over the mean
     # prompt, its TPOT per reply token.
     timing = bc.TurnTiming(cold.ttft_seconds / prompt, cold.tpot_seconds, cold.basis)
-    requests = bc.schedule(conversations, concurrency, timing)
-    capacity = device_kv_tokens(shapes, dtype, kv_dtype, gpu, gpu_count, engine)
-    kv_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype))
-    return Prepared(bc.Workload(conversations, requests, block_size), summary, cold, capacity,
-                    kv_token)  # fmt: skip
+    requests = bc.schedule(conversations, setup.concurrency, timing)
+    d = setup.deployment
+    capacity = device_kv_tokens(shapes, dtype, d.kv_dtype, d.gpu, d.gpu_count, d.engine)
+    kv_token = shapes.kv_bytes_per_token(kv_format(dtype, d.kv_dtype))
+    return Prepared(bc.Workload(conversations, requests, setup.block_size), summary, cold,
+                    capacity, kv_token)  # fmt: skip
 
 
 def project_conversations(
@@ -135,52 +130,21 @@ def project_conversations(
     calibration: Calibration,
     dtype: str,
     conversations: list[Conversation],
-    concurrency: int,
-    gpu: GPU | None = None,
-    gpu_count: int = 1,
-    *,
-    kv_dtype: str = "",
-    ttft_ms: float | None = None,
-    tpot_ms: float | None = None,
-    engine: EngineLimits | None = None,
-    block_size: int = bc.BLOCK_SIZE,
+    setup: Setup,
     prepared: Prepared | None = None,
 ) -> ConversationProjection:
-    """The conversations served by one engine copy on `gpu_count` GPUs at `concurrency`
-    users: the prefix cache's hits at the KV capacity, and TTFT and throughput with them."""
-    p = prepared or prepare(shapes, calibration, dtype, conversations, concurrency, gpu,
-                            gpu_count, kv_dtype=kv_dtype, ttft_ms=ttft_ms, tpot_ms=tpot_ms,
-                            engine=engine, block_size=block_size)  # fmt: skip
+    """The conversations served by one engine copy as `setup` says: the prefix cache's
+    hits at the KV capacity, and TTFT and throughput with them."""
+    p = prepared or prepare(shapes, calibration, dtype, conversations, setup)
     workload = p.workload
     everything = bc.replay(workload, bc.unlimited_tokens(workload))
     at = bc.replay(workload, p.capacity_tokens) if p.capacity_tokens is not None else everything
     marks = [p.capacity_tokens] if p.capacity_tokens else []
     curve = bc.curve(workload, bc.capacity_grid(workload, marks, CURVE_POINTS))
-    warm = served_with(
-        p,
-        at,
-        shapes,
-        calibration,
-        dtype,
-        concurrency,
-        gpu,
-        gpu_count,
-        kv_dtype=kv_dtype,
-        ttft_ms=ttft_ms,
-        tpot_ms=tpot_ms,
-        engine=engine,
-    )
-    notes = [
-        f"turns sent at the pace the engine serves them without a prefix cache ({p.cold.basis}: "
-        f"TTFT {p.cold.ttft_seconds * 1e3:.3g} ms, TPOT {p.cold.tpot_seconds * 1e3:.3g} ms), "
-        f"{concurrency} users, each conversation's think time between its turns",
-        "served as the mean turn (mean prompt, reply and cached prefix)",
-    ]
-    if p.capacity_tokens is None:
-        notes.append("no GPU named: the cache is not limited, every reusable prefix hits")
+    warm = served_with(p, at, shapes, calibration, dtype, setup)
     return ConversationProjection(
         summary=p.summary,
-        concurrency=concurrency,
+        concurrency=setup.concurrency,
         block_size=workload.block_size,
         kv_bytes_per_token=p.kv_bytes_per_token,
         capacity_tokens=p.capacity_tokens,
@@ -193,8 +157,20 @@ def project_conversations(
         cold=p.cold,
         warm=warm,
         timing_basis=p.cold.basis,
-        notes=notes,
+        notes=_notes(p, setup.concurrency),
     )
+
+
+def _notes(p: Prepared, concurrency: int) -> list[str]:
+    notes = [
+        f"turns sent at the pace the engine serves them without a prefix cache ({p.cold.basis}: "
+        f"TTFT {p.cold.ttft_seconds * 1e3:.3g} ms, TPOT {p.cold.tpot_seconds * 1e3:.3g} ms), "
+        f"{concurrency} users, each conversation's think time between its turns",
+        "served as the mean turn (mean prompt, reply and cached prefix)",
+    ]
+    if p.capacity_tokens is None:
+        notes.append("no GPU named: the cache is not limited, every reusable prefix hits")
+    return notes
 
 
 def served_with(
@@ -203,14 +179,12 @@ def served_with(
     shapes: Shapes,
     calibration: Calibration,
     dtype: str,
-    concurrency: int,
-    gpu: GPU | None,
-    gpu_count: int,
-    **kwargs: Any,
+    setup: Setup,
 ) -> Projection:
     """The mean turn served with `replay`'s mean cached prefix, each request's own."""
     prompt = round(p.summary.mean_prompt_tokens)
     output = max(1, round(p.summary.mean_output_tokens))
-    return project(shapes, calibration, dtype, prompt, output, concurrency, gpu, gpu_count,
-                   cached_tokens=round(replay.mean_cached_tokens), cached_shared=False,
-                   **kwargs)  # fmt: skip
+    cached = round(replay.mean_cached_tokens)
+    traffic = Traffic(prompt, output, setup.concurrency, setup.ttft_ms, setup.tpot_ms,
+                      cached_tokens=cached, cached_shared=False)  # fmt: skip
+    return project(shapes, calibration, dtype, traffic, setup.deployment)

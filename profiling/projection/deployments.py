@@ -47,67 +47,87 @@ def capacity(sc: Scenario, e: Evaluated, seen: dict[int, Evaluated] | None = Non
     w = sc.workload
     if not (w.ttft_ms or w.tpot_ms):
         return Capacity()
-    seen = {} if seen is None else seen
-    if e.basis == "estimated" and e.served is not None and not w.request_rate:
-        seen[max(1, w.concurrency)] = e  # the search's own simulation at the user's load
+    return _CapacitySearch(sc, e, {} if seen is None else seen).capacity()
 
-    def at(users: int) -> Evaluated:
+
+class _CapacitySearch:
+    """The search for one configuration's capacity: the simulations it has made (`seen`,
+    by users) and the bracket it narrows."""
+
+    def __init__(self, sc: Scenario, e: Evaluated, seen: dict[int, Evaluated]) -> None:
+        self.sc, self.e, self.seen, self.w = sc, e, seen, sc.workload
+        w = self.w
+        if e.basis == "estimated" and e.served is not None and not w.request_rate:
+            seen[max(1, w.concurrency)] = e  # the search's own simulation at the user's load
+
+    def at(self, users: int) -> Evaluated:
+        seen = self.seen
         if users not in seen:
-            seen[users] = serve(sc, e.configuration, users)
+            seen[users] = serve(self.sc, self.e.configuration, users)
         return seen[users]
 
-    def meets(users: int) -> bool:
-        return at(users).meets is True
+    def meets(self, users: int) -> bool:
+        return self.at(users).meets is True
 
-    start, limit = max(1, w.concurrency), bound(sc, e) + 1
-    if e.served is not None and e.served.output_tokens_per_second:
-        # Users past what the engines run at once only wait in their queues, their TTFT
-        # growing without end: that is no serving capacity.
-        engines = e.throughput / e.served.output_tokens_per_second
-        limit = min(limit, round(e.served.max_running * engines) + 1)
-    top = min(limit, SPAN * start + 1)
-    if meets(start):
-        low = start
-    elif meets(1):
-        low, top = 1, start
-    else:
-        return Capacity()
-    static = _static_miss(sc, e)
-    guided, interpolate = 0, True
-    high = top  # the search looks no further: past it, "at least"
-    while high - low > 1:
-        # The step model's own TPOT, scaled to the simulation's nearest point, says where
-        # the targets are crossed (cheap); its guess and a neighbour often close the
-        # bracket. Otherwise interpolated and halving steps alternate: interpolation
-        # alone can creep from one side (regula falsi), halving bounds the steps.
-        if static is not None and guided < GUIDED_STEPS:
-            (guess, near), guided = _model_guess(low, high, seen, w, static), guided + 1
+    def capacity(self) -> Capacity:
+        e, w = self.e, self.w
+        start, limit = max(1, w.concurrency), bound(self.sc, e) + 1
+        if e.served is not None and e.served.output_tokens_per_second:
+            # Users past what the engines run at once only wait in their queues, their TTFT
+            # growing without end: that is no serving capacity.
+            engines = e.throughput / e.served.output_tokens_per_second
+            limit = min(limit, round(e.served.max_running * engines) + 1)
+        top = min(limit, SPAN * start + 1)
+        if self.meets(start):
+            low = start
+        elif self.meets(1):
+            low, top = 1, start
         else:
-            near = interpolate and high in seen
-            guess = _guess(low, high, seen, w) if near else (low + high) // 2
-            interpolate = not interpolate
-        if meets(guess):
-            low = guess
-            if near and guess + 1 < high:
-                low, high = (guess + 1, high) if meets(guess + 1) else (low, guess + 1)
-        else:
-            high = guess
-            if near and guess - 1 > low:
-                low, high = (guess - 1, high) if meets(guess - 1) else (low, guess - 1)
-    at_least = low == top - 1 and top < limit
-    best = at(low)
-    served = best.served
-    assert served is not None
-    # The engines serving side by side (copies, stages in flight, expert ranks).
-    engines = best.throughput / served.output_tokens_per_second
-    good = served.goodput_requests_per_second
-    return Capacity(
-        users=low,
-        request_rate=served.requests_per_second * engines,
-        goodput_tokens_per_second=(good * engines * w.output_tokens if good is not None
-                                   else best.throughput),
-        at_least=at_least,
-    )  # fmt: skip
+            return Capacity()
+        low = self._narrow(low, top)  # the search looks no further than `top`: "at least"
+        return self._at_capacity(low, at_least=low == top - 1 and top < limit)
+
+    def _narrow(self, low: int, high: int) -> int:
+        """The last users meeting the targets, between `low` (meeting) and `high` (not, or
+        the search's end)."""
+        seen, w, meets = self.seen, self.w, self.meets
+        static = _static_miss(self.sc, self.e)
+        guided, interpolate = 0, True
+        while high - low > 1:
+            # The step model's own TPOT, scaled to the simulation's nearest point, says where
+            # the targets are crossed (cheap); its guess and a neighbour often close the
+            # bracket. Otherwise interpolated and halving steps alternate: interpolation
+            # alone can creep from one side (regula falsi), halving bounds the steps.
+            if static is not None and guided < GUIDED_STEPS:
+                (guess, near), guided = _model_guess(low, high, seen, w, static), guided + 1
+            else:
+                near = interpolate and high in seen
+                guess = _guess(low, high, seen, w) if near else (low + high) // 2
+                interpolate = not interpolate
+            if meets(guess):
+                low = guess
+                if near and guess + 1 < high:
+                    low, high = (guess + 1, high) if meets(guess + 1) else (low, guess + 1)
+            else:
+                high = guess
+                if near and guess - 1 > low:
+                    low, high = (guess - 1, high) if meets(guess - 1) else (low, guess - 1)
+        return low
+
+    def _at_capacity(self, low: int, at_least: bool) -> Capacity:
+        best = self.at(low)
+        served = best.served
+        assert served is not None
+        # The engines serving side by side (copies, stages in flight, expert ranks).
+        engines = best.throughput / served.output_tokens_per_second
+        good = served.goodput_requests_per_second
+        return Capacity(
+            users=low,
+            request_rate=served.requests_per_second * engines,
+            goodput_tokens_per_second=(good * engines * self.w.output_tokens if good is not None
+                                       else best.throughput),
+            at_least=at_least,
+        )  # fmt: skip
 
 
 def _static_miss(sc: Scenario, e: Evaluated) -> Callable[[int], float] | None:

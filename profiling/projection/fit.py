@@ -8,6 +8,8 @@ weights and the KV cache may use. The bytes themselves come from the model
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from profiling.config import Workload
 from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
@@ -81,28 +83,38 @@ def reserve_note(activations: int, engine: EngineLimits | None = None) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Footprint:
+    """What the model holds on the GPUs: its weights (bytes, all of them), its KV cache
+    per token of context, and the activations peak per GPU (`activation_bytes` at the
+    GPUs' shards)."""
+
+    weights_bytes: int
+    kv_bytes_per_token: int
+    activations: int
+
+
 def fit_check(
-    weights_bytes: int,
-    kv_bytes_per_token: int,
+    footprint: Footprint,
     workload: Workload,
     gpu: GPU,
     gpu_count: int,
-    activations: int,
     engine: str = DEFAULT_ENGINE,
 ) -> FitCheck:
     """Do the weights plus the KV cache for the workload fit on the GPUs?
 
     Needs weights + kv_bytes_per_token × concurrency × (prompt + output)
     within the GPUs' memory minus a reserve per GPU for the runtime and the
-    `activations` peak per GPU (`activation_bytes` at `gpu_count` shards), by
-    `engine`'s memory rule (`profiling.projection.engines`).
+    activations peak per GPU, by `engine`'s memory rule
+    (`profiling.projection.engines`).
     Weights are assumed split evenly over the GPUs (tensor parallel).
     """
+    weights_bytes, activations = footprint.weights_bytes, footprint.activations
     rule = limits(gpu, engine, tp=gpu_count)
     available = usable_bytes(gpu.memory_bytes, activations, rule, weights_bytes / gpu_count)
     available *= gpu_count
     context = workload.context_tokens
-    per_request = kv_bytes_per_token * context
+    per_request = footprint.kv_bytes_per_token * context
     kv = per_request * workload.concurrency
     required = weights_bytes + kv
     room_for_kv = max(0, available - weights_bytes)

@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from profiling import serde
 from profiling.measure.hardware import GPU
 from profiling.projection import block_cache as bc
-from profiling.projection.conversation_serving import Prepared, served_with
+from profiling.projection.conversation_serving import Prepared, Setup, served_with
 from profiling.projection.estimate import Projection
 from profiling.projection.step_time import StepModel
 from profiling.units import GIB
@@ -122,15 +122,12 @@ class HostTier:
 def project_host_tier(
     p: Prepared,
     step: StepModel,
-    concurrency: int,
-    gpu: GPU | None,
-    gpu_count: int,
+    setup: Setup,
     host_bytes: int | None = None,
     measured_link: float | None = None,
-    **kwargs: Any,
 ) -> HostTier:
     """The tier of `host_bytes` (default: this machine's memory) under the GPUs' cache of
-    `p.capacity_tokens`; `kwargs` reach the serving projection (kv_dtype, SLOs, engine)."""
+    `p.capacity_tokens`, the conversations served as `setup` says."""
     host_bytes = host_bytes_of(None) if host_bytes is None else host_bytes
     workload, kv_token = p.workload, p.kv_bytes_per_token
     host_tokens = host_bytes // max(1, kv_token)
@@ -139,33 +136,20 @@ def project_host_tier(
     gpu_only = bc.replay(workload, gpu_tokens) if gpu_tokens is not None else everything
     tiered = bc.replay(workload, max(host_tokens, gpu_tokens or 0)) if gpu_tokens is not None \
         else everything  # fmt: skip
-    link = host_link(gpu, measured_link)
-    load = recompute = 0.0
-    loaded = 0
-    for request, near, far in zip(workload.requests, gpu_only.per_request, tiered.per_request,
-                                  strict=True):  # fmt: skip
-        if far <= near:
-            continue
-        loaded += far - near
-        load += (far - near) * kv_token / gpu_count / link.bytes_per_second
-        fresh = request.prompt_tokens - far
-        recompute += step.seconds(0, 0, ((fresh + far - near, near),))
-        recompute -= step.seconds(0, 0, ((fresh, far),))
-    model, dtype = step.shapes, step.dtype
-    calibration = step.rates
-    without = served_with(p, gpu_only, model, calibration, dtype, concurrency, gpu, gpu_count,
-                          **kwargs)  # fmt: skip
+    link = host_link(setup.deployment.gpu, measured_link)
+    moved = _Loads.of(p, step, setup.deployment.gpu_count, link, (gpu_only, tiered))
+    model, calibration, dtype = step.shapes, step.rates, step.dtype
+    without = served_with(p, gpu_only, model, calibration, dtype, setup)
     requests = max(1, len(workload.requests))
-    load_ms = load / requests * 1e3
+    load_ms = moved.load / requests * 1e3
     with_tier = None
-    if loaded:
-        ttft_ms = kwargs.pop("ttft_ms", None)
+    if moved.loaded:
         # A turn's TTFT gains its load: it meets the target when the rest meets the target
         # less the mean load.
+        ttft_ms = setup.ttft_ms
         target = max(1e-3, ttft_ms - load_ms) if ttft_ms else None
-        with_tier = served_with(p, tiered, model, calibration, dtype, concurrency, gpu,
-                                gpu_count, ttft_ms=target, **kwargs)  # fmt: skip
-    sizes = tier_sizes(workload, gpu_tokens, host_tokens, kv_token)
+        with_tier = served_with(p, tiered, model, calibration, dtype,
+                                replace(setup, ttft_ms=target))  # fmt: skip
     return HostTier(
         host_bytes=host_bytes,
         host_tokens=host_tokens,
@@ -174,14 +158,48 @@ def project_host_tier(
         reusable_rate=everything.hit_rate,
         gpu_hit_rate=gpu_only.hit_rate,
         tier_hit_rate=tiered.hit_rate,
-        loaded_tokens_per_request=loaded / requests,
-        load_seconds=load,
-        recompute_seconds=recompute,
+        loaded_tokens_per_request=moved.loaded / requests,
+        load_seconds=moved.load,
+        recompute_seconds=moved.recompute,
         without=without,
         with_tier=with_tier,
         load_ms_per_request=load_ms,
-        sizes=sizes,
+        sizes=tier_sizes(workload, gpu_tokens, host_tokens, kv_token),
     )
+
+
+@dataclass(frozen=True)
+class _Loads:
+    """What the tier's hits move over the host link, summed over the turns that load."""
+
+    loaded: int  # tokens
+    load: float  # seconds over the link
+    recompute: float  # seconds the same turns would spend recomputing instead
+
+    @classmethod
+    def of(
+        cls,
+        p: Prepared,
+        step: StepModel,
+        gpu_count: int,
+        link: HostLink,
+        replays: tuple[bc.Replay, bc.Replay],
+    ) -> _Loads:
+        """`replays`: the GPUs' cache alone, then with the tier."""
+        gpu_only, tiered = replays
+        kv_token = p.kv_bytes_per_token
+        load = recompute = 0.0
+        loaded = 0
+        for request, near, far in zip(p.workload.requests, gpu_only.per_request,
+                                      tiered.per_request, strict=True):  # fmt: skip
+            if far <= near:
+                continue
+            loaded += far - near
+            load += (far - near) * kv_token / gpu_count / link.bytes_per_second
+            fresh = request.prompt_tokens - far
+            recompute += step.seconds(0, 0, ((fresh + far - near, near),))
+            recompute -= step.seconds(0, 0, ((fresh, far),))
+        return cls(loaded, load, recompute)
 
 
 def tier_sizes(

@@ -35,9 +35,9 @@ from profiling.projection.engines import DEFAULT_ENGINE, limits
 from profiling.projection.expert_parallel import ExpertParallel
 from profiling.projection.fit import activation_bytes, usable_bytes
 from profiling.projection.precision import already_quantized, weights_format
-from profiling.projection.serving import Served, simulate
+from profiling.projection.serving import Requests, Served, simulate
 from profiling.projection.speculation import Speculating, best_draft_length, draft_bytes
-from profiling.projection.step_time import Staged, StepModel, kv_capacity_tokens
+from profiling.projection.step_time import DeviceMemory, Staged, StepModel, kv_capacity_tokens
 
 SIZES = (1, 2, 4, 8)  # every degree tried (TP, PP, EP), as the layout search's
 WEIGHTS = ("auto", "fp8", "int8", "int4")  # bf16/fp16 are "auto" for a 16-bit model
@@ -166,7 +166,8 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
         step: object = ExpertParallel(base, c.ep)
         held = step.weights_held()  # type: ignore[attr-defined]
         usable = usable_bytes(gpu.memory_bytes, activation_bytes(s, precision, 1), rule, held)
-        capacity = kv_capacity_tokens(s, precision, kv, gpu, 1, usable, held, w.context_tokens)
+        capacity = kv_capacity_tokens(s, precision, kv, gpu, DeviceMemory(1, usable, held),
+                                      w.context_tokens)  # fmt: skip
         engines = c.ep
     else:
         base = StepModel(s, rates, precision, kv, c.tp, gpu)
@@ -177,8 +178,8 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
             step = Speculating(base, sc.acceptance or 0.0, c.draft_tokens)
         usable = usable_bytes(gpu.memory_bytes, activation_bytes(s, precision, c.tp), rule,
                               held / (c.tp * c.pp))  # fmt: skip
-        capacity = kv_capacity_tokens(s, precision, kv, gpu, c.tp * c.pp, usable, held,
-                                      w.context_tokens)  # fmt: skip
+        memory = DeviceMemory(c.tp * c.pp, usable, held)
+        capacity = kv_capacity_tokens(s, precision, kv, gpu, memory, w.context_tokens)
         engines = max(1, min(c.pp, per_copy))
     users = math.ceil(per_copy / engines)
     # An expert-parallel rank's capacity is its own device's; pipeline groups share theirs.
@@ -248,13 +249,13 @@ def serve(sc: Scenario, c: Configuration, concurrency: int | None = None) -> Eva
 
 
 def _simulate(found: Engine, w: Workload, rate: float) -> Served:
-    return simulate(
-        found.step, w.prompt_tokens, w.output_tokens,  # type: ignore[arg-type]
+    return simulate(found.step, Requests(  # type: ignore[arg-type]
+        w.prompt_tokens, w.output_tokens,
         concurrency=0 if rate else found.users, rate=rate, kv_tokens=found.kv_tokens,
         max_seqs=found.max_seqs, max_batched_tokens=found.max_batched_tokens,
         ttft_slo=w.ttft_ms / 1e3 if w.ttft_ms else None,
         tpot_slo=w.tpot_ms / 1e3 if w.tpot_ms else None, cached_tokens=found.cached,
-    )  # fmt: skip
+    ))  # fmt: skip
 
 
 def _blank(sc: Scenario, c: Configuration) -> Evaluated:

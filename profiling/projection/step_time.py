@@ -330,23 +330,31 @@ def steady_seconds(
     return step.seconds(rows, context, chunk)  # type: ignore[attr-defined]
 
 
+@dataclass(frozen=True)
+class DeviceMemory:
+    """What the KV cache may take: `usable` bytes on each of `devices` (None: not
+    limited), less the `weights` they hold (the whole model where None)."""
+
+    devices: int
+    usable: int | None
+    weights: float | None = None
+
+
 def kv_capacity_tokens(
     shapes: Shapes,
     dtype: str,
     kv_dtype: str,
     gpu: GPU | None,
-    devices: int,
-    usable: int | None,
-    weights: float | None = None,
+    memory: DeviceMemory,
     context: float | None = None,
 ) -> int | None:
-    """Tokens of KV cache the memory left by the weights holds (None: not limited);
-    `weights`: what the devices hold, where not the whole model; `context`: the
-    sequences' length, where window or state layers make the cost per token depend
-    on it."""
+    """Tokens of KV cache the memory left by the weights holds (None: not limited, or no
+    GPU); `context`: the sequences' length, where window or state layers make the cost
+    per token depend on it."""
+    usable, devices = memory.usable, memory.devices
     if gpu is None or usable is None:
         return None
-    held = shapes.weights_bytes(weights_format(dtype)) if weights is None else weights
+    held = shapes.weights_bytes(weights_format(dtype)) if memory.weights is None else memory.weights
     room = int(usable * devices - held)
     per_token = shapes.kv_bytes_per_token(kv_format(dtype, kv_dtype), context, devices)
     return max(0, room // max(1, per_token))

@@ -23,7 +23,7 @@ from profiling.advice_kit.advice_results import (
 from profiling.advice_kit.facts import Facts
 from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
 from profiling.projection.calibration import assumed
-from profiling.projection.estimate import Projection, project
+from profiling.projection.estimate import Deployment, Projection, Traffic, project
 from profiling.projection.precision import PRECISIONS, Precision, already_quantized
 from profiling.units import size
 
@@ -49,9 +49,9 @@ def precision_estimate(facts: Facts, goal: str) -> list[Outcome] | None:
     count, layers = facts.gpu_count, shapes.num_layers
 
     def serve(key: str, users: int) -> Projection:
-        return project(shapes, assumed(gpu, key, layers), key, w.prompt_tokens, w.output_tokens,
-                       users, gpu, count, ttft_ms=w.ttft_ms, tpot_ms=w.tpot_ms,
-                       engine=facts.engine_limits())  # fmt: skip
+        traffic = Traffic(w.prompt_tokens, w.output_tokens, users, w.ttft_ms, w.tpot_ms)
+        deployment = Deployment(gpu, count, engine=facts.engine_limits())
+        return project(shapes, assumed(gpu, key, layers), key, traffic, deployment)
 
     base_alone = serve(facts.dtype, 1)
     serves = "memory" if goal in ("memory", "devices") else "generation"

@@ -16,7 +16,7 @@ from profiling.parallel.results import (
     ParallelResult,
     PlanInputs,
 )
-from profiling.projection.fit import activation_bytes, fit_check
+from profiling.projection.fit import Footprint, activation_bytes, fit_check
 from profiling.quantization.results import (
     MEASURED,
     QUALITY_CONVENTION,
@@ -62,7 +62,7 @@ def set_weights(data: dict[str, Any], weights_bytes: int, gpus: int = 1) -> None
     kv = data["memory"]["kv_cache_bytes_per_token"]
     shapes = Shapes(**data["model"]["shapes"]) if data["model"].get("shapes") else None
     peak = activation_bytes(shapes, data["environment"]["dtype"], gpus)
-    fit = fit_check(weights_bytes, kv, workload, hardware.lookup("H100"), gpus, peak)
+    fit = fit_check(Footprint(weights_bytes, kv, peak), workload, hardware.lookup("H100"), gpus)
     data["memory"].update(weights_bytes=weights_bytes, fit=serde.to_dict(fit))
     data["config"]["hardware"]["gpu_count"] = gpus
 

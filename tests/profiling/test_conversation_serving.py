@@ -17,9 +17,9 @@ from profiling.measure.bandwidth import host_to_device
 from profiling.measure.hardware import lookup
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
-from profiling.projection.conversation_serving import prepare, project_conversations
+from profiling.projection.conversation_serving import Setup, prepare, project_conversations
 from profiling.projection.conversations import MAX_TURNS, SyntheticSpec, synthetic
-from profiling.projection.estimate import shipped_configs
+from profiling.projection.estimate import Deployment, shipped_configs
 from profiling.projection.host_tier import (
     host_bytes_of,
     host_link,
@@ -45,18 +45,18 @@ def llama8b() -> Shapes:
 def served(gpu_kind: str, spec: SyntheticSpec, users: int, kv_dtype: str = ""):
     shapes, gpu = llama8b(), lookup(gpu_kind)
     rates = assumed(gpu, "bfloat16", shapes.num_layers)
-    return project_conversations(shapes, rates, "bfloat16", synthetic(spec), users, gpu,
-                                 kv_dtype=kv_dtype)  # fmt: skip
+    setup = Setup(users, Deployment(gpu, kv_dtype=kv_dtype))
+    return project_conversations(shapes, rates, "bfloat16", synthetic(spec), setup)
 
 
 def tier(gpu_kind: str, spec: SyntheticSpec, users: int, host: int = HOST,
          link: float | None = None):  # fmt: skip
     shapes, gpu = llama8b(), lookup(gpu_kind)
     rates = assumed(gpu, "bfloat16", shapes.num_layers)
-    prepared = prepare(shapes, rates, "bfloat16", synthetic(spec), users, gpu)
+    setup = Setup(users, Deployment(gpu, 1))
+    prepared = prepare(shapes, rates, "bfloat16", synthetic(spec), setup)
     step = StepModel(shapes, rates, "bfloat16", "", 1, gpu)
-    return project_host_tier(prepared, step, users, gpu, 1, host_bytes=host,
-                             measured_link=link)  # fmt: skip
+    return project_host_tier(prepared, step, setup, host_bytes=host, measured_link=link)
 
 
 def test_fp8_kv_doubles_the_capacity_and_the_hits_it_keeps_shorten_the_prefill():

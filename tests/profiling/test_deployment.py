@@ -3,6 +3,7 @@ layout, open-loop load, and the engine whose limits it stands for."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from profiling.measure.hardware import lookup
 from profiling.model.shapes import Shapes
 from profiling.projection import engines
 from profiling.projection.calibration import assumed
-from profiling.projection.estimate import project, shipped_configs
+from profiling.projection.estimate import Deployment, Traffic, project, shipped_configs
 
 H100, A100, L4 = lookup("H100"), lookup("A100-80GB"), lookup("L4")
 
@@ -25,9 +26,11 @@ def shapes(name: str) -> Shapes:
 
 def serve(name: str, dtype: str, gpu=H100, tp: int = 1, **load) -> object:
     s = shapes(name)
-    work = {"prompt_tokens": 1000, "output_tokens": 1000, "concurrency": 0, **load}
-    p, o, c = work.pop("prompt_tokens"), work.pop("output_tokens"), work.pop("concurrency")
-    return project(s, assumed(gpu, dtype, s.num_layers), dtype, p, o, c, gpu, tp, **work)
+    settings = {f.name for f in dataclasses.fields(Deployment)}
+    deployment = Deployment(gpu, tp, **{k: v for k, v in load.items() if k in settings})
+    work = {"prompt_tokens": 1000, "output_tokens": 1000, "concurrency": 0,
+            **{k: v for k, v in load.items() if k not in settings}}  # fmt: skip
+    return project(s, assumed(gpu, dtype, s.num_layers), dtype, Traffic(**work), deployment)
 
 
 def test_the_engine_limits_are_vllms_own_by_gpu_and_tensorrt_llms_everywhere():

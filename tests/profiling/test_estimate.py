@@ -29,7 +29,13 @@ from profiling.projection.calibration import (
     leave_one_out,
     median_abs_error,
 )
-from profiling.projection.estimate import allreduce_seconds, project, shipped_configs
+from profiling.projection.estimate import (
+    Deployment,
+    Traffic,
+    allreduce_seconds,
+    project,
+    shipped_configs,
+)
 from profiling.results import DecodePoint, Environment, PrefillPoint, Samples
 from tests.profiling.tiny import tiny_llama_config
 
@@ -133,11 +139,11 @@ def test_projection_of_llama_8b_on_h100_is_memory_bound_decode_and_splits_over_g
     shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
     h100 = hardware.lookup("H100")
     rates = assumed(h100, "bfloat16")
-    one = project(shapes, rates, "bfloat16", 2048, 256, 16, h100, 1)
+    one = project(shapes, rates, "bfloat16", Traffic(2048, 256, 16), Deployment(h100, 1))
     # A decode step reads ~16 GB of weights + KV: tens of milliseconds at ~2.5 TB/s.
     assert 0.005 < one.tpot_seconds < 0.02
     assert one.fits and one.prefill_share < 0.5
-    two = project(shapes, rates, "bfloat16", 2048, 256, 16, h100, 2)
+    two = project(shapes, rates, "bfloat16", Traffic(2048, 256, 16), Deployment(h100, 2))
     per_pass = rates.decode.overhead_seconds  # not split: each device pays it every step
     comm = allreduce_seconds(shapes, 16, 2, h100)  # and the all-reduces come on top
     # One decode step at batch = concurrency, the static figure the simulation is built on.
@@ -145,7 +151,7 @@ def test_projection_of_llama_8b_on_h100_is_memory_bound_decode_and_splits_over_g
     assert one.step_seconds <= one.tpot_seconds  # served, prompts join some of the steps
     assert two.tpot_seconds < one.tpot_seconds
     assert any("64 ring all-reduces per pass over NVLink 4" in note for note in two.notes)
-    crowded = project(shapes, rates, "bfloat16", 32_768, 1024, 512, h100, 1)
+    crowded = project(shapes, rates, "bfloat16", Traffic(32_768, 1024, 512), Deployment(h100, 1))
     assert crowded.fits is False
 
 
@@ -154,7 +160,7 @@ def test_no_projection_is_faster_than_a_pass_can_be(demo_model_dir: Path) -> Non
     shapes = Shapes.from_config(json.loads((demo_model_dir / "config.json").read_text()))
     h100 = hardware.lookup("H100")
     rates = assumed(h100, "bfloat16", shapes.num_layers)
-    tiny = project(shapes, rates, "bfloat16", 16, 8, 1, h100, 1)
+    tiny = project(shapes, rates, "bfloat16", Traffic(16, 8, 1), Deployment(h100, 1))
     floor = ASSUMED_PASS_SECONDS + shapes.num_layers * ASSUMED_LAYER_SECONDS
     assert tiny.ttft_seconds >= floor and tiny.tpot_seconds >= floor
     assert tiny.decode_tokens_per_second <= 1 / floor
@@ -172,8 +178,8 @@ def test_tensor_parallelism_pays_its_all_reduces_so_eight_gpus_are_not_eight_tim
     shapes = Shapes.from_config(shipped_configs()["llama-3.1-8b"])
     h100, pcie = hardware.lookup("H100"), hardware.lookup("H100-PCIE")
     rates = assumed(h100, "bfloat16", shapes.num_layers)
-    one = project(shapes, rates, "bfloat16", 512, 128, 16, h100, 1)
-    eight = project(shapes, rates, "bfloat16", 512, 128, 16, h100, 8)
+    one = project(shapes, rates, "bfloat16", Traffic(512, 128, 16), Deployment(h100, 1))
+    eight = project(shapes, rates, "bfloat16", Traffic(512, 128, 16), Deployment(h100, 8))
     assert 2 < one.tpot_seconds / eight.tpot_seconds < 6
     # A ring over 8 devices moves 2·7/8 of each step's activations over every link.
     size = 16 * shapes.hidden_size * 2

@@ -17,8 +17,14 @@ from profiling.model.memory import (
 )
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
-from profiling.projection.estimate import project, shipped_configs
-from profiling.projection.fit import RESERVE_FIXED_BYTES, activation_bytes, fit_check, usable_bytes
+from profiling.projection.estimate import Deployment, Traffic, project, shipped_configs
+from profiling.projection.fit import (
+    RESERVE_FIXED_BYTES,
+    Footprint,
+    activation_bytes,
+    fit_check,
+    usable_bytes,
+)
 from profiling.units import GIB
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -103,7 +109,9 @@ def test_cpu_peak_tracker_sees_a_large_allocation() -> None:
 def test_fit_check_counts_kv_for_every_request_and_keeps_a_reserve() -> None:
     gpu = hardware.lookup("h100")
     workload = Workload(prompt_tokens=1000, output_tokens=24, concurrency=10)
-    fit = fit_check(10_000_000_000, 100_000, workload, gpu, gpu_count=1, activations=GIB // 2)
+    fit = fit_check(
+        Footprint(10_000_000_000, 100_000, activations=GIB // 2), workload, gpu, gpu_count=1
+    )
     assert fit.kv_cache_bytes == 100_000 * 1024 * 10
     assert fit.required_bytes == 10_000_000_000 + fit.kv_cache_bytes
     reserve = int(0.08 * gpu.memory_bytes) + RESERVE_FIXED_BYTES + GIB // 2
@@ -116,13 +124,19 @@ def test_fit_check_counts_kv_for_every_request_and_keeps_a_reserve() -> None:
 
 
 def test_fit_check_reports_a_model_too_big_for_the_gpu() -> None:
-    fit = fit_check(100_000_000_000, 1, Workload(), hardware.lookup("l4"), 1, activations=0)
+    fit = fit_check(
+        Footprint(100_000_000_000, 1, activations=0), Workload(), hardware.lookup("l4"), 1
+    )
     assert not fit.fits and fit.headroom_bytes < 0 and fit.max_concurrency == 0
 
 
 def test_fit_check_adds_up_several_gpus() -> None:
-    one = fit_check(1, 1, Workload(), hardware.lookup("h100"), gpu_count=1, activations=GIB)
-    four = fit_check(1, 1, Workload(), hardware.lookup("h100"), gpu_count=4, activations=GIB)
+    one = fit_check(
+        Footprint(1, 1, activations=GIB), Workload(), hardware.lookup("h100"), gpu_count=1
+    )
+    four = fit_check(
+        Footprint(1, 1, activations=GIB), Workload(), hardware.lookup("h100"), gpu_count=4
+    )
     assert four.device_memory_bytes == 4 * one.device_memory_bytes
     assert four.available_bytes == 4 * one.available_bytes
 
@@ -153,10 +167,10 @@ def test_the_fit_check_and_the_estimate_hold_back_the_same_activations() -> None
     # Weights that leave room for one request's KV only without the activations.
     room = usable_bytes(gpu.memory_bytes, 0) * 2
     weights = room - kv * workload.context_tokens
-    fit = fit_check(weights, kv, workload, gpu, 2, peak)
+    fit = fit_check(Footprint(weights, kv, peak), workload, gpu, 2)
     assert not fit.fits and fit.headroom_bytes == -2 * peak
     calibration = assumed(gpu, "bfloat16", llama.num_layers)
-    projection = project(llama, calibration, "bfloat16", 2000, 200, 1, gpu, 2)
+    projection = project(llama, calibration, "bfloat16", Traffic(2000, 200, 1), Deployment(gpu, 2))
     facts = Facts.from_projection(projection, llama, calibration, workload, gpu)
     assert facts.fit.available_bytes == usable_bytes(gpu.memory_bytes, peak) * 2
     assert projection.fits == (projection.weights_bytes + projection.kv_cache_bytes

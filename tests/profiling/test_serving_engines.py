@@ -17,8 +17,8 @@ from profiling.model.shapes import Shapes
 from profiling.options import OPTIONS, SERVING_ENGINES
 from profiling.projection import engines
 from profiling.projection.calibration import assumed
-from profiling.projection.estimate import project, shipped_configs
-from profiling.projection.fit import fit_check
+from profiling.projection.estimate import Deployment, Traffic, project, shipped_configs
+from profiling.projection.fit import Footprint, fit_check
 
 GIB = 2**30
 H100, A100, L4 = lookup("H100"), lookup("A100-80GB"), lookup("L4")
@@ -70,9 +70,9 @@ def test_vllm_stays_the_default_and_the_same_at_every_layout():
         assert engines.limits(gpu) == engines.limits(gpu, "vllm", tp=8, pp=2)
     s = shapes("llama-3.1-8b")
     rates = assumed(H100, "bfloat16", s.num_layers)
-    plain = project(s, rates, "bfloat16", 1000, 200, 64, H100, 2)
-    named = project(s, rates, "bfloat16", 1000, 200, 64, H100, 2,
-                    engine=engines.limits(H100, "vllm", tp=2))  # fmt: skip
+    plain = project(s, rates, "bfloat16", Traffic(1000, 200, 64), Deployment(H100, 2))
+    named = project(s, rates, "bfloat16", Traffic(1000, 200, 64),
+                    Deployment(H100, 2, engine=engines.limits(H100, "vllm", tp=2)))  # fmt: skip
     assert plain.to_dict() == named.to_dict() and plain.engine == "vllm"
 
 
@@ -81,7 +81,11 @@ def test_a_projection_stands_for_the_engine_chosen_and_says_which():
     rates = assumed(H100, "fp8", s.num_layers)
     by = {
         name: project(
-            s, rates, "fp8", 1000, 1000, 256, H100, 2, engine=engines.limits(H100, name, tp=2)
+            s,
+            rates,
+            "fp8",
+            Traffic(1000, 1000, 256),
+            Deployment(H100, 2, engine=engines.limits(H100, name, tp=2)),
         )  # fmt: skip
         for name in engines.ENGINES
     }
@@ -91,8 +95,8 @@ def test_a_projection_stands_for_the_engine_chosen_and_says_which():
     # SGLang holds back about 17 % of an H100 for activations and graphs, vLLM 8 %: fewer
     # requests' KV caches fit at once on its defaults.
     assert by["sglang"].served.max_running < by["vllm"].served.max_running
-    fit = fit_check(by["sglang"].weights_bytes, by["sglang"].kv_cache_bytes_per_token,
-                    _workload(), H100, 2, 0, "sglang")  # fmt: skip
+    footprint = Footprint(by["sglang"].weights_bytes, by["sglang"].kv_cache_bytes_per_token, 0)
+    fit = fit_check(footprint, _workload(), H100, 2, "sglang")
     assert "SGLang's mem_fraction_static" in fit.note
 
 

@@ -16,7 +16,7 @@ from profiling.model.shapes import CHECKPOINT, Shapes
 from profiling.model.sizing import SizingError, role_of, size_config
 from profiling.options import WEIGHT_FORMATS
 from profiling.projection.calibration import assumed
-from profiling.projection.estimate import project, shipped_configs
+from profiling.projection.estimate import Deployment, Traffic, project, shipped_configs
 from profiling.projection.precision import serving_precision
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,7 +147,9 @@ def test_fit_verdicts_agree_with_what_the_publishers_state(statement):
     gpu, count = lookup(statement["gpu"]), statement["gpu_count"]
     # One user, a short chat: the least a fit statement can mean.
     calibration = assumed(gpu, precision, shapes.num_layers)
-    fits = project(shapes, calibration, precision, 1024, 256, 1, gpu, count).fits
+    fits = project(
+        shapes, calibration, precision, Traffic(1024, 256, 1), Deployment(gpu, count)
+    ).fits
     assert fits == statement["fits"], statement["quote"]
 
 
@@ -159,7 +161,9 @@ def test_deepseek_v3_in_its_fp8_does_not_fit_eight_h100s_and_fits_eight_h200s():
     for kind in ("H100-SXM", "H200"):
         gpu = lookup(kind)
         calibration = assumed(gpu, precision, shapes.num_layers)
-        verdicts[kind] = project(shapes, calibration, precision, 1024, 256, 1, gpu, 8).fits
+        verdicts[kind] = project(
+            shapes, calibration, precision, Traffic(1024, 256, 1), Deployment(gpu, 8)
+        ).fits
     assert verdicts == {"H100-SXM": False, "H200": True}
 
 
