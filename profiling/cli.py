@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
+from profiling import estimate_cli
 from profiling.advice.summary import render_summary
 from profiling.caching.sample import read_prompt_sample
 from profiling.cli_common import (
@@ -43,6 +44,8 @@ from profiling.config import (
     ProfileConfig,
 )
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
+from profiling.estimate_cli import render_deployments
+from profiling.fleet_cli import render_fleet
 from profiling.options import parse_ints, parse_names
 from profiling.projection.conversations import read_conversation_file
 
@@ -65,7 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
     job.set_defaults(func=cmd_job)
     devices = commands.add_parser("devices", help="list this machine's devices as JSON")
     devices.set_defaults(func=cmd_devices)
-    from profiling import estimate_cli
 
     estimate_cli.register(commands)
     return parser
@@ -147,6 +149,7 @@ def _int_list(flag: str, text: str) -> list[int]:
 def _quiet_libraries() -> None:
     """No download or weight-loading progress bars: we print our own progress."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    # heavy: transformers, only for a run that loads a model
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()
@@ -178,15 +181,13 @@ def readable(profile: Profile) -> str:
     """The summary `profile` prints, then the deployments its advice searched, each with its
     launch command or why there is none (as `estimate` prints them), then the fleet for
     `--load-rps` / `--load-users` where one was given."""
-    from profiling.estimate_cli import render_deployments
-    from profiling.fleet_cli import render_fleet
-
     found = profile.advice.deployments if profile.advice else None
     return "\n".join([render_summary(profile), *render_deployments(found),
                       *render_fleet(profile.fleet)])  # fmt: skip
 
 
 def cmd_profile(args: argparse.Namespace) -> int:
+    # torch: runner imports torch; kept out of the CLI's start
     from profiling.runner import run_profile
 
     try:
@@ -266,6 +267,7 @@ def read_spec(path: Path) -> ProfileConfig:
 
 
 def cmd_job(args: argparse.Namespace) -> int:
+    # torch: runner imports torch; kept out of the CLI's start
     from profiling.runner import run_profile
 
     with protocol_stdout() as events:
@@ -293,6 +295,7 @@ def _job_failed(out: Path, exc: Exception) -> int:
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
+    # torch: measure.environment imports torch; kept out of the CLI's start
     from profiling.measure.environment import list_devices
 
     print(json.dumps(list_devices(), indent=1))

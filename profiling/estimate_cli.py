@@ -17,9 +17,26 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profiling import fleet_cli
+from profiling import fleet_cli, serde
+from profiling.advice.build import estimate_report
+from profiling.advice.conversations import add_to_advice
+from profiling.advice.text import render_advice, render_predictions
+from profiling.advice_kit.advice_results import Advice, PredictionPoint, Recommendation
+from profiling.caching import conversations as chats
+from profiling.caching.conversations import render_conversations
+from profiling.cli_common import (
+    add_conversations_flag,
+    add_workload_flags,
+    hardware_from_args,
+    workload_from_args,
+    write_json_atomic,
+)
 from profiling.config import ConfigError
 from profiling.measure import hardware
+from profiling.model.shapes import Shapes, SizingError
+from profiling.projection.engines import DEFAULT_ENGINE, NAMES
+from profiling.projection.estimate import shipped_configs
+from profiling.projection.precision import serving_precision
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_DTYPE = "bfloat16"
@@ -27,8 +44,6 @@ DEFAULT_DTYPE = "bfloat16"
 
 def register(commands: Any) -> None:
     """Add the `estimate` command to `python -m profiling`'s subcommands."""
-    from profiling.cli_common import add_conversations_flag, add_workload_flags
-
     p = commands.add_parser("estimate", help="advice and projections from a config (no weights)")
     p.add_argument("model", help="shipped config name, directory with config.json, or its path")
     add_workload_flags(p)
@@ -45,8 +60,6 @@ def register(commands: Any) -> None:
 
 def read_model_config(model: str) -> tuple[dict[str, Any], str]:
     """(the transformers config dict, where it came from); ConfigError when none is found."""
-    from profiling.projection.estimate import shipped_configs
-
     shipped = shipped_configs()
     if model in shipped:
         return shipped[model], "shipped config"
@@ -72,11 +85,6 @@ def read_model_config(model: str) -> tuple[dict[str, Any], str]:
 
 def estimate(args: argparse.Namespace) -> dict[str, Any]:
     """The estimate JSON for parsed flags; raises ConfigError on bad input."""
-    from profiling.advice.build import estimate_report
-    from profiling.cli_common import hardware_from_args, workload_from_args
-    from profiling.model.shapes import Shapes, SizingError
-    from profiling.projection.precision import serving_precision
-
     deployment = hardware_from_args(args)
     load = fleet_cli.load_of(args)
     if deployment.gpu_kind is None and load is None:
@@ -117,8 +125,6 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     layout = deployment.layout()
     conversations = None
     if args.conversations or (workload.conversation_turns or 1) > 1:
-        from profiling.caching import conversations as chats
-
         given, given_source = None, None
         if args.conversations:
             folder = Path(source).parent if source != "shipped config" else Path(args.model)
@@ -131,10 +137,6 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
         if conversations["advice"]["recommended"]:
             # One ranked answer: the host tier enters the ranking with the rest, not a
             # second verdict in its own section (as a profile's does).
-            from profiling import serde
-            from profiling.advice.conversations import add_to_advice
-            from profiling.advice_kit.advice_results import Recommendation
-
             tier = serde.from_dict(Recommendation, conversations["advice"])
             add_to_advice(advice, tier, workload, args.gpu_count)
     return {
@@ -162,10 +164,6 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def render(report: dict[str, Any]) -> str:
-    from profiling.advice.text import render_advice, render_predictions
-    from profiling.advice_kit.advice_results import Advice, PredictionPoint
-    from profiling.projection.engines import DEFAULT_ENGINE, NAMES
-
     if "advice" not in report:
         return fleet_cli.render_alone(report)
     model, hw = report["model"], report["hardware"]
@@ -180,8 +178,6 @@ def render(report: dict[str, Any]) -> str:
     lines += render_predictions(points) + render_advice(Advice.from_dict(report["advice"]))
     lines += render_deployments(report.get("deployments"))
     if report.get("conversations"):
-        from profiling.caching.conversations import render_conversations
-
         lines += render_conversations(report["conversations"])
     lines += fleet_cli.render_fleet(report.get("fleet"))
     return "\n".join(lines)
@@ -242,8 +238,6 @@ def _deployment_details(row: dict[str, Any]) -> list[str]:
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
-    from profiling.cli_common import write_json_atomic
-
     try:
         report = estimate(args)
     except ConfigError as exc:

@@ -9,12 +9,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from profiling.advice.deployments import command
 from profiling.cli_common import flag_arguments
 from profiling.config import ConfigError, Hardware, Workload
 from profiling.fleet_options import FLEET
 from profiling.measure import hardware
 from profiling.model.shapes import Shapes
 from profiling.option_type import NAMES
+from profiling.projection.configurations import Configuration
+from profiling.projection.fleet import Fleet, FleetRequest, Load, fleet
+from profiling.projection.precision import model_format
+from profiling.projection.search import DRAFT, Scenario
 from profiling.units import significant
 
 
@@ -27,8 +32,6 @@ def add_fleet_flags(p: argparse.ArgumentParser) -> None:
 
 def load_of(args: argparse.Namespace) -> Any:
     """The `Load` the flags give, or None; a ConfigError for both or a bad value."""
-    from profiling.projection.fleet import Load
-
     rate, users = getattr(args, "load_rps", None), getattr(args, "load_users", None)
     if rate is None and users is None:
         return None
@@ -76,12 +79,6 @@ def sized(
     model: str,
 ) -> dict[str, Any]:
     """The fleet JSON for the flags: the kinds ranked, each with its launch command."""
-    from profiling.advice.deployments import command
-    from profiling.projection.configurations import Configuration
-    from profiling.projection.fleet import FleetRequest, fleet
-    from profiling.projection.precision import model_format
-    from profiling.projection.search import DRAFT, Scenario
-
     if not (workload.ttft_ms or workload.tpot_ms):
         raise ConfigError("a fleet is sized within targets: give --ttft-ms or --tpot-ms")
     for option in FLEET[2:]:
@@ -117,7 +114,6 @@ def render_fleet(found: dict[str, Any] | None) -> list[str]:
     """The fleet table: one line per GPU kind, ranked, then each carried kind's details."""
     if not found:
         return []
-    from profiling.projection.fleet import Fleet
 
     fleet = Fleet.from_dict(found)
     load = fleet.load

@@ -8,19 +8,34 @@ are of the whole run, each phase's share in proportion to its planned work
 
 from __future__ import annotations
 
+import contextlib
+import os
+import tempfile
+import time
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
+from profiling.advice.build import advise_profile, profile_predictions
+from profiling.advice.conversations import attach_all, profile_chats
+from profiling.advice.fleet import fleet_of
 from profiling.config import ConfigError, ProfileConfig
+from profiling.engine.for_profile import run_for_profile
+from profiling.engine.verdict import engine_verdict
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
-from profiling.experiments import Experiment, ExperimentContext
-from profiling.measure import hardware
+from profiling.experiments import Experiment, ExperimentContext, baseline, baseline_plan
+from profiling.measure import bandwidth, environment, hardware, timing
+from profiling.measure.environment import device_description
 from profiling.measure.progress import Progress, no_progress, span
 from profiling.measure.resident import set_aside
 from profiling.measure.timing import Clock
-from profiling.model.shapes import shapes_or_none
+from profiling.model import loading, memory
+from profiling.model.shapes import Shapes, shapes_or_none
 from profiling.profile import Profile
+from profiling.projection.fit import Footprint, activation_bytes, fit_check
+from profiling.projection.verdict import verdict
 from profiling.results import FitCheck, MemoryResult
 from profiling.techniques import BY_NAME
 from profiling.techniques import experiment as get_experiment
@@ -119,11 +134,6 @@ def _run(
     target_gpu: hardware.GPU | None,
     experiments: dict[str, Experiment],
 ) -> Profile:
-    import torch
-
-    from profiling.measure import environment, timing
-    from profiling.model import loading
-
     started = environment.utc_now()
     phases = Phases()
     busy = busy_machine_warning()
@@ -149,9 +159,6 @@ def _run(
     profile.config = config.replace(prompt_sample=[], conversations="")
     attach_advice(profile, loaded.model.config.to_dict())
     if chats is not None:
-        from profiling.advice.conversations import attach_all
-        from profiling.measure import bandwidth
-
         attach_all(profile, measured.local_gpu, bandwidth.host_to_device(device), loaded, device,
                    clock, chats)  # fmt: skip
     profile.phase_seconds = phases.seconds
@@ -163,12 +170,6 @@ def _run(
 def _measure(run: _Run) -> _Measured:
     """The memory phase (weight bytes, the KV cache per token, the copy and read
     bandwidths) and the baseline sweeps."""
-    import torch
-
-    from profiling.experiments import baseline, baseline_plan
-    from profiling.measure import bandwidth
-    from profiling.model import memory
-
     config, loaded, device, dtype = run.config, run.loaded, run.device, run.dtype
     run.progress(
         "memory", run.spans["memory"][0], "counting weight bytes and measuring the KV cache"
@@ -205,8 +206,6 @@ def _measure(run: _Run) -> _Measured:
 def _fit(run: _Run, m: _Measured, target_gpu: hardware.GPU | None) -> FitCheck | None:
     """The fit check on the GPU the user deploys on, else on the local one (None on CPU
     without a target)."""
-    from profiling.projection.fit import Footprint, activation_bytes, fit_check
-
     config = run.config
     fit_gpu, count = target_gpu or m.local_gpu, config.hardware.gpu_count
     if not fit_gpu:
@@ -217,9 +216,6 @@ def _fit(run: _Run, m: _Measured, target_gpu: hardware.GPU | None) -> FitCheck |
 
 
 def _profile(run: _Run, m: _Measured, fit: FitCheck | None, started: Any) -> Profile:
-    from profiling.measure import environment
-    from profiling.projection.verdict import verdict
-
     config, loaded, base = run.config, run.loaded, m.base
     kv_measured, kv_computed = m.kv_measured, m.kv_computed
     profile = Profile(
@@ -247,8 +243,6 @@ def _experiments_and_engine(
 ) -> Any:
     """The optional experiments, then the engine where the config asks for it; the
     conversations the profile reads (None without any)."""
-    from profiling.advice.conversations import profile_chats
-
     config, loaded, device = run.config, run.loaded, run.device
     # Files the experiments leave for the engine (a GPTQ checkpoint), only when it runs.
     with _artifacts_dir(config) as folder:
@@ -256,8 +250,6 @@ def _experiments_and_engine(
         _run_experiments(run, profile, experiments, folder, artifacts, m.subject.compiled)
         chats = profile_chats(profile, loaded.tokenizer)  # read once, for all three uses
         if config.engine:
-            from profiling.engine.for_profile import run_for_profile
-
             engine_progress = span(run.progress, *run.spans["engine"])
             replayed = chats.conversations if chats else None
             with set_aside(loaded.model, device):  # the engine loads its own copy
@@ -271,9 +263,6 @@ def _experiments_and_engine(
 
 
 def _artifacts_dir(config: ProfileConfig) -> Any:
-    import contextlib
-    import tempfile
-
     if not config.engine:
         return contextlib.nullcontext(None)
     return tempfile.TemporaryDirectory(prefix="advisor-artifacts-")
@@ -281,8 +270,6 @@ def _artifacts_dir(config: ProfileConfig) -> Any:
 
 def _prefer_engine_verdict(profile: Profile, fit: FitCheck | None) -> None:
     """The engine's figures at the user's workload win over the eager sweep's."""
-    from profiling.engine.verdict import engine_verdict
-
     served = engine_verdict(profile.engine, profile.config.workload, fit)
     if served is not None:
         profile.eager_verdict, profile.verdict = profile.verdict, served
@@ -294,9 +281,6 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
 
     A failure here must not cost the measurements: it becomes a warning.
     """
-    from profiling.advice.build import advise_profile, profile_predictions
-    from profiling.model.shapes import Shapes
-
     try:
         shapes = profile.model.shapes or Shapes.from_config(model_config)
         profile.model.shapes = shapes
@@ -311,8 +295,6 @@ def attach_advice(profile: Profile, model_config: dict[str, Any]) -> None:
 def attach_fleet(profile: Profile, shapes: Any) -> None:
     """Set `profile.fleet` for the job's target load, if it has one; a failure is a
     warning, never the measurements' loss."""
-    from profiling.advice.fleet import fleet_of
-
     try:
         profile.fleet = fleet_of(profile, shapes)
     except (KeyError, ValueError, TypeError, ZeroDivisionError) as exc:
@@ -321,8 +303,6 @@ def attach_fleet(profile: Profile, shapes: Any) -> None:
 
 def busy_machine_warning() -> str | None:
     """A warning when other work already keeps the CPUs busy (load average)."""
-    import os
-
     try:
         load = os.getloadavg()[0]
     except (OSError, AttributeError):  # not on every platform
@@ -339,7 +319,6 @@ def busy_machine_warning() -> str | None:
 def _local_gpu(device: str) -> hardware.GPU | None:
     if not device.startswith("cuda"):
         return None
-    from profiling.measure.environment import device_description
 
     return hardware.match_device_name(device_description(device)[0])
 
@@ -420,8 +399,6 @@ class Phases:
     """Wall time of each phase of a run, in the order they ran (seconds, 0.1 s)."""
 
     def __init__(self) -> None:
-        import time
-
         self._now = time.monotonic
         self._last = self._started = self._now()
         self.seconds: dict[str, float] = {}

@@ -22,6 +22,7 @@ from profiling.caching.conversations import (
     synthetic_source,
     tokenized,
 )
+from profiling.caching.hit_check import Subject, error_range, run_hit_check
 from profiling.config import ConfigError, Workload
 from profiling.measure.hardware import GPU, lookup
 from profiling.profile import Profile
@@ -126,8 +127,6 @@ def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
     (`profiling.caching.hit_check`), into the conversation section's `hit_check`. The
     check needs no deployment GPU: without one (no section), the section holds the
     check alone, the hits replayed at an unlimited cache."""
-    from profiling.caching.hit_check import Subject, error_range, run_hit_check
-
     config, shapes, env = profile.config, profile.model.shapes, profile.environment
     if shapes is None:
         return

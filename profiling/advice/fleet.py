@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.advice import deployments
+from profiling.advice.build import facts_of
 from profiling.advice_kit.facts import gpu_of
 from profiling.measure.hardware import catalog
 from profiling.model.shapes import Shapes
@@ -26,8 +27,6 @@ from profiling.projection.search import DRAFT, Scenario
 def fleet_of(profile: Profile, shapes: Shapes) -> dict[str, Any] | None:
     """The fleet JSON for the job's target load (None without one); ValueError where the
     workload has no TTFT or TPOT target."""
-    from profiling.advice.build import facts_of
-
     config = profile.config
     load = Load.of(config.load_rps, config.load_users)
     if load is None:

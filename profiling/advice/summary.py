@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from profiling.advice.text import render_advice
+from profiling.caching.conversations import render_conversations
 from profiling.profile import Profile
 from profiling.units import pct, size
 
@@ -103,8 +104,6 @@ def render_summary(p: Profile) -> str:
     if p.advice:
         lines += render_advice(p.advice)
     if p.conversations:
-        from profiling.caching.conversations import render_conversations
-
         lines += render_conversations(p.conversations)
     if p.warnings:
         lines += ["", "Warnings"] + [f"  - {w}" for w in p.warnings]

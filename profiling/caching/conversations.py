@@ -16,6 +16,7 @@ from typing import Any
 
 from profiling import serde
 from profiling.advice_kit.advice_results import Recommendation
+from profiling.caching.hit_check import HitCheck
 from profiling.caching.offload import host_tier_advice
 from profiling.config import ConfigError, Hardware, Workload
 from profiling.measure.hardware import GPU
@@ -66,6 +67,7 @@ def file_conversations(path: str, model_dir: Path, workload: Workload) -> list[C
             f"{path}: conversations are tokenized with the model's own tokenizer, and "
             f"{model_dir} holds none: give the model as a local directory with its tokenizer"
         )
+    # heavy: transformers, kept out of the site's imports
     from transformers import AutoTokenizer
 
     try:
@@ -197,7 +199,6 @@ def hit_check_line(section: dict[str, Any]) -> str | None:
     data = section.get("hit_check")
     if not data:
         return None
-    from profiling.caching.hit_check import HitCheck
 
     check = HitCheck.from_dict(data)
     if not check.points:

@@ -26,12 +26,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from profiling.caching import reuse
+from profiling.caching import budget, reuse
 from profiling.caching.report import cold_ttft, finding, interpolate_warm, warnings_for
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse, TurnPoint
 from profiling.config import Workload
+from profiling.measure.cost import record
 from profiling.measure.progress import ticker
 from profiling.measure.timing import Clock, clock_for
+from profiling.model.prompts import load_prompts
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 0.9)
 QUICK_MAX_PROMPT_TOKENS = 512
@@ -117,12 +119,11 @@ class _Stream:
     tokenizer; any [start, end) range, wrapping around, so endings never run out."""
 
     def __init__(self, tokenizer: Any | None, vocab_size: int, device: str, seed: int = 0):
+        # torch: kept out of the site's imports
         import torch
 
         base: list[int] = []
         if tokenizer is not None:
-            from profiling.model.prompts import load_prompts
-
             text = "\n\n".join(load_prompts().prompts)
             base = [t % vocab_size for t in tokenizer(text, add_special_tokens=False)["input_ids"]]
         if len(base) < 64:
@@ -131,6 +132,7 @@ class _Stream:
         self.base, self.device = base, device
 
     def ids(self, start: int, end: int) -> Any:
+        # torch: kept out of the site's imports
         import torch
 
         n = len(self.base)
@@ -148,6 +150,7 @@ class _Run:
 
     def _reuse(self, cache: Any, context: Any, endings: list[Any]) -> tuple[Any, Any]:
         """(timing, outputs check) of `context` + each ending, cold and with `cache`."""
+        # torch: torch and caching.measure (which imports it), kept out of the site's imports
         import torch
 
         from profiling.caching import measure
@@ -175,6 +178,7 @@ class _Run:
 
     def point(self, prefix_tokens: int, label: str = "") -> PrefixPoint:
         """Prefix `prefix_tokens` cached once, reused under a different ending per sample."""
+        # torch: caching.measure imports torch; kept out of the site's imports
         from profiling.caching import measure
 
         total = self.plan.prompt_tokens
@@ -201,6 +205,7 @@ class _Run:
     def turns(self, tick: Callable[[str], None]) -> list[TurnPoint]:
         """Turn n: the conversation so far (n messages, n-1 replies of one chunk
         each); warm reuses the cache of turns 1..n-1, built up turn by turn."""
+        # torch: caching.measure imports torch; kept out of the site's imports
         from profiling.caching import measure
 
         count = self.plan.turns
@@ -256,6 +261,7 @@ def run_caching(
     `kv_bytes_per_token` defaults to a measurement from a real cache
     (`profiling.model.memory.kv_bytes_per_token_measured`); `clock` to the device's.
     """
+    # torch: model.memory imports torch; kept out of the site's imports
     from profiling.model.memory import kv_bytes_per_token_measured
 
     clock = clock or clock_for(device)
@@ -294,6 +300,7 @@ def _measure(
     run: _Run, extra: dict[str, int], progress: Progress | None
 ) -> tuple[list[PrefixPoint], dict[str, PrefixPoint], list[TurnPoint]]:
     """(the sweep, the labelled extra points, the turns), measured in that order."""
+    # torch: kept out of the site's imports
     import torch
 
     lengths = run.plan.prefix_lengths()
@@ -334,9 +341,6 @@ def _add_sample_ttft(
 
 def run_for_context(context: Any) -> CachingResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
-    from profiling.caching import budget
-    from profiling.measure.cost import record
-
     loaded, config = context.loaded, context.config
     plan = make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)
     extra = int(bool(config.workload.shared_prefix_tokens)) + int(bool(config.prompt_sample))

@@ -234,6 +234,7 @@ def measure_point(
     repeats: int, warmup: int = WARMUP,
 ) -> tuple[Samples, Samples]:  # fmt: skip
     """(warm, cold) TTFT of `ids[cached:cached + new]` after `ids[:cached]`."""
+    # torch: it and caching.measure only in the measuring functions (module docstring)
     import torch
 
     from profiling.caching import measure

@@ -21,6 +21,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+from transformers import DynamicCache
+
 from profiling.measure.numerics import is_strict, logit_tolerance
 from profiling.measure.timing import Clock
 from profiling.model.memory import cache_bytes
@@ -54,8 +57,6 @@ class Check:
 
 
 def new_cache(model: Any) -> Any:
-    from transformers import DynamicCache
-
     return DynamicCache(config=model.config)
 
 
@@ -92,8 +93,6 @@ def time_reuse(
     `endings` holds one ending per sample (warm-ups first); each is a [1, n]
     id tensor. `prefix_cache` holds `prefix` (a [1, p] tensor, p may be 0).
     """
-    import torch
-
     if len(endings) < warmup + repeats:
         raise ValueError("time_reuse needs one ending per warm-up and repeat")
     cold_s: list[float] = []
@@ -140,8 +139,6 @@ def check_outputs(model: Any, prefix_cache: Any, full: Any, new_tokens: int, dty
 
 
 def _greedy(model: Any, ids: Any, cache: Any | None, new_tokens: int) -> Any:
-    import torch
-
     extra = {"cache": cache} if cache is not None else {}
     return model.generate(
         ids,

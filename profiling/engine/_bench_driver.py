@@ -48,10 +48,12 @@ def _save_metrics(url: str, path: str) -> None:
 
 def main(plan_path: str) -> int:
     metadata.version = _vllm_version
+    # optional: vllm is only in the engine's environment, and its version is mapped first
     from vllm.benchmarks.serve import add_cli_args
 
     if plan_path == "--check":
         return 0
+    # optional: vllm is only in the engine's environment, and its version is mapped first
     from vllm.benchmarks.serve import main as bench_main
     from vllm.utils.argparse_utils import FlexibleArgumentParser
 

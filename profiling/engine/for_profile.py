@@ -5,12 +5,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import torch
+
 from profiling.config import ProfileConfig
 from profiling.engine.experiment import Progress, Target, run_engine
 from profiling.engine.plan import CHECK_TOKENS, EVAL_WINDOW, make_plan
 from profiling.engine.results import EngineResult
+from profiling.model.loading import resolve
+from profiling.model.prompts import load_eval_text, load_prompts
 from profiling.model.shapes import Shapes
 from profiling.projection.conversations import Conversation
+from profiling.projection.host_tier import host_bytes_of
+from profiling.speculative.experiment import default_draft_name
 
 MIN_MODEL_LEN = 1024  # room for the evaluation windows and the greedy checks
 # Turns of the conversations replayed on the engine (each a request with its reply):
@@ -30,9 +36,6 @@ def engine_model(loaded: Any) -> str | None:
 
 def draft_model(config: ProfileConfig, target_name: str) -> str | None:
     """The draft the engine speculates with: the user's, else the family's default."""
-    from profiling.model.loading import resolve
-    from profiling.speculative.experiment import default_draft_name
-
     name = config.draft or default_draft_name(target_name)
     if not name:
         return None
@@ -65,8 +68,6 @@ def tensor_parallel_size(config: ProfileConfig, device: str) -> int:
     if config.tp_measure is not None:
         return config.tp_measure
     if device.startswith("cuda"):
-        import torch
-
         return 2 if torch.cuda.device_count() >= 2 else 0
     return 0
 
@@ -80,7 +81,6 @@ def offload_bytes(
     (every token they hold, at the engine's KV bytes per token)."""
     if not device.startswith("cuda") or not conversations or kv_bytes_per_token <= 0:
         return None
-    from profiling.projection.host_tier import host_bytes_of
 
     host = host_bytes_of(config.hardware.host_memory_gib)
     return min(host, sum(len(c.tokens) for c in conversations) * kv_bytes_per_token)
@@ -98,8 +98,6 @@ def run_for_profile(
     """`artifacts`: what the experiments left for the engine ("gptq-int4": a checkpoint);
     `conversations`: the profile's, replayed turn by turn on the engine (the first of
     them, `replayed_conversations`)."""
-    from profiling.model.prompts import load_eval_text, load_prompts
-
     model = engine_model(loaded)
     w = config.workload
     if model is None:

@@ -24,9 +24,12 @@ step: the weights once and the KV cache it reads.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
 
 from profiling.errors import OutOfMemory, is_out_of_memory
 from profiling.experiments.baseline_plan import Plan
@@ -84,8 +87,6 @@ class BaselineResult:
 def input_ids(subject: Subject, batch: int, tokens: int, offset: int = 0) -> Any:
     """A [batch, tokens] id tensor: the fixed text if there is a tokenizer,
     else seeded random ids. Rows differ (shifted) so no batch is degenerate."""
-    import torch
-
     vocab = subject.info.vocab_size
     base: list[int] = []
     if subject.tokenizer is not None:
@@ -241,10 +242,6 @@ def _free_device_memory(device: str) -> None:
     share of a quick run, and the CPU allocator returns big blocks anyway.
     """
     if device.startswith("cuda"):
-        import gc
-
-        import torch
-
         gc.collect()
         torch.cuda.empty_cache()
 
@@ -281,8 +278,6 @@ def run_baseline(
     subject: Subject, plan: Plan, clock: Clock, progress: Progress | None = None
 ) -> BaselineResult:
     """Measure the prefill and decode sweeps of `plan` on `subject`."""
-    import torch
-
     progress = progress or no_progress
     total = plan.num_points + 1
     done = [0]

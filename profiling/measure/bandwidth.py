@@ -18,6 +18,8 @@ import functools
 import statistics
 from dataclasses import dataclass
 
+import torch
+
 from profiling.measure.timing import clock_for
 
 CUDA_BYTES = 1 << 30  # 1 GiB: far past any cache
@@ -38,8 +40,6 @@ class Bandwidth:
 def measure(device: str, size: int | None = None) -> Bandwidth:
     """Copy and read bandwidth over a tensor of `size` bytes (by default past any cache),
     measured once per process and device: the memory does not change between runs."""
-    import torch
-
     cuda = device.startswith("cuda")
     size = size or (CUDA_BYTES if cuda else CPU_BYTES)
     repeats = REPEATS["cuda" if cuda else "cpu"]
@@ -64,7 +64,6 @@ def host_to_device(device: str, size: int = HOST_BYTES) -> float | None:
     and device memory are one."""
     if not device.startswith("cuda"):
         return None
-    import torch
 
     src = torch.ones(size // 4, dtype=torch.float32).pin_memory()
     dst = torch.empty(size // 4, dtype=torch.float32, device=device)

@@ -22,9 +22,14 @@ is measured one way on every page.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+
+import torch
+import torch._dynamo.config as dynamo
+from transformers import DynamicCache, StaticCache
 
 from profiling.errors import is_out_of_memory
 
@@ -71,9 +76,6 @@ class Compiled:
     """The model compiled once per subject; later shapes recompile inside torch."""
 
     def __init__(self, model: Any, device: str) -> None:
-        import torch
-        import torch._dynamo.config as dynamo
-
         dynamo.recompile_limit = max(dynamo.recompile_limit, RECOMPILE_LIMIT)
         dynamo.fail_on_recompile_limit_hit = True
         mode = "reduce-overhead" if device.startswith("cuda") else None
@@ -120,8 +122,6 @@ def _prepare(
     compiled: dict[str, Compiled],
     fill_tokens: int,
 ) -> Prepared:
-    from transformers import DynamicCache, StaticCache
-
     context = prefill_ids.shape[1]
     if path == "eager":
         cache = DynamicCache(config=model.config)
@@ -178,7 +178,6 @@ def rolled_back(
                 cache.crop(-grown)
 
         return lambda: step_on(cache), roll_back
-    import copy
 
     work = {"cache": cache}
 

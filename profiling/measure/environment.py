@@ -12,6 +12,8 @@ import socket
 from datetime import UTC, datetime
 from typing import Any
 
+import torch
+
 from profiling.measure import hardware
 from profiling.results import Environment
 
@@ -36,6 +38,7 @@ def cpu_name() -> str:
 def _nvml(query: str) -> Any:
     """One NVML value (`driver`), or None when NVML is unavailable."""
     try:
+        # optional: without NVML (no NVIDIA driver) the value is None
         import pynvml
 
         pynvml.nvmlInit()
@@ -52,6 +55,7 @@ def _nvml(query: str) -> Any:
 
 def _total_ram() -> int | None:
     try:
+        # optional: psutil missing or restricted leaves the field empty
         import psutil
 
         return int(psutil.virtual_memory().total)
@@ -61,8 +65,6 @@ def _total_ram() -> int | None:
 
 def device_description(device: str) -> tuple[str, int | None]:
     """(name, memory in bytes) of a torch device name."""
-    import torch
-
     if device.startswith("cuda"):
         props = torch.cuda.get_device_properties(torch.device(device))
         return props.name, int(props.total_memory)
@@ -73,7 +75,7 @@ def device_description(device: str) -> tuple[str, int | None]:
 
 def collect(device: str, dtype: str, started_at: str) -> Environment:
     """The Environment of a run on `device`, finishing now."""
-    import torch
+    # heavy: transformers, only for a finished run (`devices` needs torch alone)
     import transformers
 
     name, memory = device_description(device)
@@ -101,8 +103,6 @@ def collect(device: str, dtype: str, started_at: str) -> Environment:
 
 def list_devices() -> list[dict[str, Any]]:
     """Devices this machine can profile on; the CPU is always listed first."""
-    import torch
-
     out = [_device_entry("cpu")]
     if torch.cuda.is_available():
         out += [_device_entry(f"cuda:{i}") for i in range(torch.cuda.device_count())]

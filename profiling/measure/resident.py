@@ -27,6 +27,7 @@ def set_aside(model: Any, device: str) -> Iterator[bool]:
     if not can_move(model, device):
         yield False
         return
+    # torch: kept out of the site's imports
     import torch
 
     model.to("cpu")

@@ -39,6 +39,7 @@ class CudaClock:
     """GPU time between two CUDA events around the call."""
 
     def __init__(self, device: str = "cuda:0") -> None:
+        # torch: kept out of the site's imports
         import torch
 
         self._torch = torch
@@ -69,6 +70,7 @@ class _SyncClock:
     """perf_counter with an `mps` synchronise after the call."""
 
     def __init__(self, device: str) -> None:
+        # torch: kept out of the site's imports
         import torch
 
         self._sync = torch.mps.synchronize

@@ -28,6 +28,10 @@ import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers.utils import logging
+
 from profiling.model import demo_corpus
 from profiling.model.demo_training import (
     RECIPE,
@@ -101,7 +105,7 @@ def _is_complete(path: pathlib.Path) -> bool:
 
 @contextlib.contextmanager
 def _build_lock(lock_path: pathlib.Path, report: Progress) -> Iterator[None]:
-    import fcntl  # POSIX only, like the GPU boxes this runs on
+    import fcntl  # optional: POSIX only, like the GPU boxes this runs on
 
     with open(lock_path, "a") as lock:
         try:
@@ -118,8 +122,6 @@ def _build_lock(lock_path: pathlib.Path, report: Progress) -> Iterator[None]:
 def _build_missing(root: pathlib.Path, report: Progress) -> None:
     """Build what is missing. A new target always gets a new draft (the draft is distilled
     from it); a lone missing draft is distilled again from the target on disk."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     started = time.perf_counter()
     if _is_complete(root / TARGET):
         tokenizer = AutoTokenizer.from_pretrained(root / TARGET)
@@ -204,8 +206,6 @@ def _make_shareable(folder: pathlib.Path) -> None:
 def _quiet_progress_bars() -> Iterator[None]:
     """No "Writing model shards" or "Loading weights" bars in worker logs; the caller's
     setting is restored afterwards."""
-    from transformers.utils import logging
-
     was_enabled = logging.is_progress_bar_enabled()
     logging.disable_progress_bar()
     try:
@@ -223,8 +223,6 @@ def _scaled(report: Progress, start: float, end: float) -> Callable[[float, str]
 @contextlib.contextmanager
 def _seeded(seed: int) -> Iterator[None]:
     """Fixed seeds for the build without disturbing the caller's global RNG state."""
-    import torch
-
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         yield

@@ -13,6 +13,11 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
+import torch
+import torch.nn.functional as F
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
 from profiling.model import demo_corpus
 
 if TYPE_CHECKING:
@@ -66,9 +71,6 @@ RECIPE = Recipe()
 
 def train_tokenizer(documents: Sequence[str]) -> PreTrainedTokenizerFast:
     """Byte-level BPE: any text encodes (no unknown tokens), and `bos` is added up front."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
     raw = Tokenizer(models.BPE())
     raw.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     raw.decoder = decoders.ByteLevel()
@@ -99,8 +101,6 @@ def _encode_documents(tokenizer: PreTrainedTokenizerFast, documents: Sequence[st
 
 
 def token_stream(tokenizer: PreTrainedTokenizerFast, documents: Sequence[str]) -> torch.Tensor:
-    import torch
-
     return torch.tensor(_encode_documents(tokenizer, documents), dtype=torch.long)
 
 
@@ -110,8 +110,6 @@ def held_out_ids(tokenizer: PreTrainedTokenizerFast) -> torch.Tensor:
 
 
 def build_model(shape: Shape, tokenizer: PreTrainedTokenizerFast) -> PreTrainedModel:
-    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
-
     ids = {
         "bos_token_id": tokenizer.bos_token_id,
         "eos_token_id": tokenizer.eos_token_id,
@@ -150,8 +148,6 @@ def _fit(
     label: str,
 ) -> None:
     """A plain AdamW loop; `loss_at(step)` draws a batch and returns its loss."""
-    import torch
-
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=peak_lr, betas=(0.9, 0.95), weight_decay=0.01)
     for step in range(steps):
@@ -173,9 +169,6 @@ def _fit(
 def train_target(
     model: PreTrainedModel, stream: torch.Tensor, report: Callable[[float, str], None]
 ) -> None:
-    import torch
-    import torch.nn.functional as F
-
     generator = torch.Generator().manual_seed(RECIPE.seed)
     switch = int(RECIPE.long_from * RECIPE.target_steps)
 
@@ -201,8 +194,6 @@ class _Teacher:
 def teacher_top_k(target: PreTrainedModel, stream: torch.Tensor) -> _Teacher:
     """Computed once: a target forward is the costly part of distillation, and the draft sees
     every block several times. The top 32 of a model this sure of itself hold nearly all mass."""
-    import torch
-
     n = RECIPE.long_batch[1]
     blocks = stream[: (len(stream) // n) * n].view(-1, n)
     probs, indices = [], []
@@ -219,8 +210,6 @@ def distill_draft(
 ) -> None:
     """Cross-entropy against the teacher's (truncated) distribution: the KL to the target up to
     a constant, which pulls the draft's argmax onto the target's."""
-    import torch
-
     generator = torch.Generator().manual_seed(RECIPE.seed + 1)
 
     def loss_at(step: int) -> torch.Tensor:
@@ -254,8 +243,6 @@ def greedy_agreement(
     position, which is the acceptance rate a greedy speculative decoder sees on such text.
     `input_ids` is 1-D (cut into `window`-token pieces) or a 2-D batch without padding.
     """
-    import torch
-
     agree = total = 0
     with torch.inference_mode():
         for chunk in _windows(torch.as_tensor(input_ids), window):
@@ -269,9 +256,6 @@ def greedy_agreement(
 def perplexity(model: PreTrainedModel, input_ids: torch.Tensor, window: int = 512) -> float:
     """exp(mean next-token negative log-likelihood) over `input_ids`, cut as in
     `greedy_agreement`; the first token of each piece is context only."""
-    import torch
-    import torch.nn.functional as F
-
     nll = 0.0
     count = 0
     with torch.inference_mode():

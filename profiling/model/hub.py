@@ -11,6 +11,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from huggingface_hub import errors, hf_hub_download
+
 from profiling.errors import ModelSourceError, one_line
 
 # Files fetched from the Hub: configs, weights and tokenizer files only.
@@ -19,8 +21,6 @@ HUB_PATTERNS = ["*.json", "*.safetensors", "tokenizer*", "*.model", "*.txt"]
 
 def _hub_call(repo_id: str, fn: Callable[[], str]) -> Path:
     """Run a huggingface_hub download and turn its failures into ModelSourceError."""
-    from huggingface_hub import errors
-
     try:
         return Path(fn())
     except errors.GatedRepoError as exc:
@@ -58,14 +58,13 @@ def offline_hint(repo_id: str) -> str:
 
 def download(repo_id: str) -> Path:
     """Snapshot configs, safetensors and tokenizer files of a Hub repo."""
+    # patched: tests replace huggingface_hub.snapshot_download
     from huggingface_hub import snapshot_download
 
     return _hub_call(repo_id, lambda: snapshot_download(repo_id, allow_patterns=HUB_PATTERNS))
 
 
 def download_config(repo_id: str) -> Path:
-    from huggingface_hub import hf_hub_download
-
     return _hub_call(repo_id, lambda: hf_hub_download(repo_id, "config.json"))
 
 

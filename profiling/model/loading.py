@@ -26,6 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+from transformers.utils import is_accelerate_available
+
 from profiling.config import ProfileConfig, is_repo_id
 from profiling.errors import (
     DeviceUnavailable,
@@ -35,8 +41,11 @@ from profiling.errors import (
     TooLarge,
     one_line,
 )
+from profiling.measure.progress import span
 from profiling.model.hub import download, download_config, revision
 from profiling.model.info import ModelInfo
+from profiling.model.shapes import DTYPE_BYTES
+from profiling.model.sizing import SizingError, size_config
 
 Progress = Callable[[str, float, str], None]
 
@@ -74,8 +83,6 @@ def _noop(phase: str, fraction: float, message: str) -> None:
 
 def pick_device(requested: str) -> str:
     """ "auto" → cuda if present, else mps, else cpu; a missing device raises."""
-    import torch
-
     cuda = torch.cuda.is_available()
     mps = getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()
     if requested == "auto":
@@ -94,7 +101,6 @@ def pick_dtype(requested: str, device: str) -> str:
         return requested
     if not device.startswith("cuda"):
         return "float32"
-    import torch
 
     return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
 
@@ -104,6 +110,7 @@ def pick_dtype(requested: str, device: str) -> str:
 
 def demo_names() -> tuple[str, ...]:
     try:
+        # optional: a version without the demo models
         from profiling.model.demo import DEMO_MODELS
     except ImportError:
         return DEMO_NAMES
@@ -138,6 +145,7 @@ def _resolve_demo(name: str, progress: Progress) -> Source:
     if name not in demo_names():
         raise ModelSourceError(f"unknown demo model {name!r}; choose {' or '.join(demo_names())}")
     try:
+        # optional: a version without the demo models
         from profiling.model.demo import ensure_demo
     except ImportError as exc:
         raise ModelSourceError("the demo models are not available in this version") from exc
@@ -194,9 +202,6 @@ def require_weights(path: Path) -> None:
 
 def check_remote_code(config_dict: dict[str, Any]) -> None:
     """Refuse configs whose model class is not built into transformers."""
-    import transformers
-    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-
     if config_dict.get("auto_map"):
         raise RemoteCodeError(f"{_REMOTE_CODE} (its config.json has an auto_map)")
     model_type = config_dict.get("model_type")
@@ -213,9 +218,6 @@ def refuse_if_too_large(raw: dict[str, Any], name: str, device: str, dtype: str,
     checkpoint loaded as it ships: its own bytes) exceed what `device` has free: the
     free memory of every visible GPU together on CUDA, the available host memory
     elsewhere. Sized from the config alone (`profiling.model.sizing`)."""
-    from profiling.model.shapes import DTYPE_BYTES
-    from profiling.model.sizing import SizingError, size_config
-
     try:
         sizing = size_config(raw)
     except SizingError:
@@ -236,12 +238,11 @@ def refuse_if_too_large(raw: dict[str, Any], name: str, device: str, dtype: str,
 def free_bytes(device: str) -> tuple[int | None, str]:
     """(bytes free to hold weights, where): all visible GPUs on CUDA, else host memory."""
     if device.startswith("cuda"):
-        import torch
-
         count = torch.cuda.device_count()
         free = sum(torch.cuda.mem_get_info(i)[0] for i in range(count))
         return free, f"{count} visible GPU{'s' * (count != 1)}"
     try:
+        # optional: psutil missing or restricted leaves the field empty
         import psutil
     except ImportError:
         return None, "this machine"
@@ -274,7 +275,6 @@ def load(
     applied while the weights load; config-only models cannot take one.
     """
     progress = progress or _noop
-    from profiling.measure.progress import span
 
     progress("load", 0.0, f"finding {config.model}")
     source = resolve(config, span(progress, 0.0, 0.5))  # a first demo build takes a while
@@ -299,17 +299,12 @@ def load(
 
 
 def _torch_dtype(dtype: str) -> Any:
-    import torch
-
     return getattr(torch, dtype)
 
 
 def _from_pretrained(
     path: Path, device: str, dtype: str, name: str, quantization: Any = None
 ) -> Any:
-    from transformers import AutoModelForCausalLM
-    from transformers.utils import is_accelerate_available
-
     kwargs: dict[str, Any] = {
         "dtype": _torch_dtype(dtype),
         "trust_remote_code": False,
@@ -354,7 +349,6 @@ def spread_over(weights_bytes: int, per_gpu_bytes: list[int]) -> dict[int, int] 
 def _several_gpus(path: Path, device: str) -> dict[int, int] | None:
     if not device.startswith("cuda"):
         return None
-    import torch
 
     count = torch.cuda.device_count()
     if count < 2:
@@ -367,7 +361,6 @@ def _load_tokenizer(path: Path) -> Any | None:
     """The model's tokenizer, or None (the profile then uses random token ids)."""
     if not any((path / f).is_file() for f in _TOKENIZER_FILES):
         return None
-    from transformers import AutoTokenizer
 
     try:
         return AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
@@ -376,9 +369,6 @@ def _load_tokenizer(path: Path) -> Any | None:
 
 
 def _load_config_only(source: Source, device: str, dtype: str, progress: Progress) -> Loaded:
-    import torch
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     path = source.path or download_config(source.repo_id or source.name)
     raw = read_config_json(path)
     check_remote_code(raw)

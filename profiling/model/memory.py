@@ -13,6 +13,12 @@ from dataclasses import dataclass
 from itertools import chain
 from typing import Any
 
+import psutil
+import torch
+from transformers import DynamicCache
+
+from profiling.model.sizing import size_config
+
 # Token counts of the two forwards whose cache sizes are differenced. Short,
 # so they stay below any sliding window and take milliseconds.
 KV_PROBE_TOKENS = (8, 24)
@@ -58,8 +64,6 @@ def kv_bytes_per_token_computed(config: Any, dtype_bytes: int) -> int:
     (DeepSeek-V3), at `dtype_bytes` per element. Sliding-window layers count as full
     layers: below the window, where the measurement below is taken, they grow as full
     ones do."""
-    from profiling.model.sizing import size_config
-
     sized = size_config(config.to_dict() if hasattr(config, "to_dict") else dict(config))
     return (sized.full_layers + sized.window_layers) * sized.kv_elements * dtype_bytes
 
@@ -77,9 +81,6 @@ def cache_bytes(cache: Any) -> int:
 
 def filled_cache_bytes(model: Any, tokens: int, device: str, seed: int = 0) -> int:
     """Cache bytes after one forward of `tokens` random ids at batch 1."""
-    import torch
-    from transformers import DynamicCache
-
     vocab = model.config.get_text_config(decoder=True).vocab_size
     generator = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, vocab, (1, tokens), generator=generator).to(device)
@@ -133,8 +134,6 @@ class PeakMemory:
 
     def __enter__(self) -> PeakMemory:
         if self.device.startswith("cuda"):
-            import torch
-
             torch.cuda.synchronize(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
             return self
@@ -149,8 +148,6 @@ class PeakMemory:
 
     def __exit__(self, *exc_info: object) -> None:
         if self.device.startswith("cuda"):
-            import torch
-
             torch.cuda.synchronize(self.device)
             peak = torch.cuda.max_memory_allocated(self.device)
             self.reading = PeakReading(peak, "cuda_max_allocated", nvml_used_bytes(self.device))
@@ -163,14 +160,13 @@ class PeakMemory:
 
 
 def _rss() -> int:
-    import psutil
-
     return psutil.Process().memory_info().rss
 
 
 def nvml_used_bytes(device: str) -> int | None:
     """Used bytes of the whole GPU as NVML sees it, or None without NVML."""
     try:
+        # optional: without NVML (no NVIDIA driver) the value is None
         import pynvml
 
         pynvml.nvmlInit()
@@ -185,8 +181,6 @@ def nvml_used_bytes(device: str) -> int | None:
 def _nvml_handle(pynvml: Any, device: str) -> Any:
     """The NVML handle of a torch CUDA device, found by UUID: NVML numbers
     all GPUs, while torch numbers only those in CUDA_VISIBLE_DEVICES."""
-    import torch
-
     try:
         uuid = str(torch.cuda.get_device_properties(torch.device(device)).uuid)
         return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")

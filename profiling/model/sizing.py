@@ -25,6 +25,7 @@ import pathlib
 import re
 from dataclasses import asdict, dataclass, replace
 from functools import lru_cache
+from importlib.metadata import version
 from typing import Any
 
 from profiling import serde
@@ -172,8 +173,6 @@ def _cache_dir() -> pathlib.Path:
 
 
 def _key(raw: dict[str, Any]) -> str:
-    from importlib.metadata import version
-
     text = json.dumps(raw, sort_keys=True, default=str)
     salt = f"{SIZING_VERSION}:{version('transformers')}"
     return hashlib.sha256(f"{salt}\n{text}".encode()).hexdigest()[:32]
@@ -181,6 +180,7 @@ def _key(raw: dict[str, Any]) -> str:
 
 def _transformers_config(raw: dict[str, Any]) -> tuple[Any, type]:
     """(the transformers config object, the model class to build) for a config dict."""
+    # heavy: transformers, only when a config is sized
     import transformers
     from transformers import AutoModelForCausalLM
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
@@ -215,6 +215,7 @@ def _transformers_config(raw: dict[str, Any]) -> tuple[Any, type]:
 
 
 def _measure(raw: dict[str, Any]) -> Sizing:
+    # torch: torch and transformers, only when a config is sized
     import torch
     import transformers
 

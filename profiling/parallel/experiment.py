@@ -41,9 +41,12 @@ from typing import Any
 
 from profiling.measure import hardware
 from profiling.measure.cost import record
+from profiling.measure.progress import span
 from profiling.measure.resident import set_aside
 from profiling.parallel import budget, plans
 from profiling.parallel.disaggregation import Sizes, disaggregate
+from profiling.parallel.interference import measure_interference
+from profiling.parallel.launch import TPRequest, run_tp
 from profiling.parallel.results import (
     BASIS_ESTIMATED,
     BASIS_MEASURED,
@@ -66,8 +69,6 @@ PLAN_AGREEMENT = 0.02  # measured per-rank shards within 2 % of the TP plan
 
 def run_for_context(context: Any) -> ParallelResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
-    from profiling.measure.progress import span
-
     config, loaded, profile = context.config, context.loaded, context.profile
     progress = context.progress
     progress(PHASE, 0.0, "per-device memory plans")
@@ -213,6 +214,7 @@ def resolve_tp_measure(asked: int | None, device: str) -> int:
         return asked
     if not device.startswith("cuda"):
         return 0
+    # torch: kept out of the site's imports
     import torch
 
     return 2 if torch.cuda.device_count() >= 2 else 0
@@ -241,6 +243,7 @@ def _cannot_measure(device: str, tp_size: int) -> str:
     if device == "mps":
         return "tensor parallelism needs CPU (gloo) or CUDA (nccl) processes, not MPS"
     if device.startswith("cuda"):
+        # torch: kept out of the site's imports
         import torch
 
         count = torch.cuda.device_count()
@@ -250,8 +253,6 @@ def _cannot_measure(device: str, tp_size: int) -> str:
 
 
 def _launch(context: Any, tp_size: int) -> MeasuredTP:
-    from profiling.parallel.launch import TPRequest, run_tp
-
     config, quick = context.config, context.config.quick
     prompt, batch, context_tokens = _tp_sizes(config)
     with _model_dir(context.loaded) as path:
@@ -301,8 +302,6 @@ def interference_sizes(workload: Any, quick: bool, max_positions: int | None) ->
 
 
 def _disaggregation(context: Any, gpu: Any, progress: Any) -> Any:
-    from profiling.parallel.interference import measure_interference
-
     config, profile = context.config, context.profile
     sizes = interference_sizes(config.workload, config.quick, profile.model.max_position_embeddings)
     message = (

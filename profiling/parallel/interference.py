@@ -32,6 +32,7 @@ class Interference:
 
 
 def _ids(vocab: int, batch: int, tokens: int, device: str, seed: int) -> Any:
+    # torch: kept out of the site's imports
     import torch
 
     generator = torch.Generator().manual_seed(seed)
@@ -42,6 +43,7 @@ class _Decoder:
     """A filled cache and one decode step over it that leaves the context unchanged."""
 
     def __init__(self, model: Any, context_ids: Any, step_ids: Any) -> None:
+        # heavy: transformers, kept out of the site's imports
         from transformers import DynamicCache
 
         self.model, self.step_ids = model, step_ids
@@ -76,6 +78,7 @@ def measure_interference(
     on_sample: OnSample | None = None,
 ) -> Interference:
     """Time decode alone, prefill alone and the mixed step, interleaved."""
+    # torch: kept out of the site's imports
     import torch
 
     vocab = model.config.get_text_config(decoder=True).vocab_size

@@ -27,6 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from profiling.measure.timing import clock_for
+
 KV_PROBE_TOKENS = (8, 24)
 
 
@@ -53,6 +55,7 @@ def _write(path: str, data: dict[str, Any]) -> None:
 
 
 def _finish() -> None:
+    # child: torchrun rank; an import failing in measure() is written to the out file
     import torch.distributed as dist
 
     if dist.is_initialized():
@@ -61,6 +64,7 @@ def _finish() -> None:
 
 
 def _load(spec: dict[str, Any], tp_size: int | None, device: str) -> Any:
+    # child: torchrun rank; an import failing in measure() is written to the out file
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -71,6 +75,7 @@ def _load(spec: dict[str, Any], tp_size: int | None, device: str) -> Any:
         "trust_remote_code": False,
     }
     if tp_size:
+        # child: torchrun rank; an import failing in measure() is written to the out file
         from transformers.distributed import DistributedConfig
 
         kwargs["distributed_config"] = DistributedConfig(tp_size=tp_size)
@@ -96,8 +101,10 @@ def local_bytes(model: Any) -> tuple[int, int]:
 
 def kv_bytes_per_token(model: Any, ids: Any) -> int:
     """KV bytes per token of this rank's cache: two fills, differenced."""
+    # child: torchrun rank; an import failing in measure() is written to the out file
     from transformers import DynamicCache
 
+    # child: torchrun rank; an import failing in measure() is written to the out file
     from profiling.model.memory import cache_bytes
 
     sizes = []
@@ -110,6 +117,7 @@ def kv_bytes_per_token(model: Any, ids: Any) -> int:
 
 def decode_step(model: Any, context_ids: Any, step_ids: Any) -> Callable[[], None]:
     """One decode step over a cache of the context, rolled back after each call."""
+    # child: torchrun rank; an import failing in measure() is written to the out file
     from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
@@ -123,6 +131,7 @@ def decode_step(model: Any, context_ids: Any, step_ids: Any) -> Callable[[], Non
 
 
 def _inputs(spec: dict[str, Any], vocab: int, device: str) -> dict[str, Any]:
+    # child: torchrun rank; an import failing in measure() is written to the out file
     import torch
 
     generator = torch.Generator().manual_seed(int(spec.get("seed", 0)))
@@ -139,6 +148,7 @@ def _inputs(spec: dict[str, Any], vocab: int, device: str) -> dict[str, Any]:
 
 def _setup(spec: dict[str, Any]) -> tuple[str, int]:
     """(this rank's device, world size); pins the GPU or the CPU threads."""
+    # child: torchrun rank; an import failing in measure() is written to the out file
     import torch
 
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
@@ -153,10 +163,9 @@ def _setup(spec: dict[str, Any]) -> tuple[str, int]:
 
 
 def measure(spec: dict[str, Any], rank: int) -> dict[str, Any]:
+    # child: torchrun rank; an import failing in measure() is written to the out file
     import torch
     import torch.distributed as dist
-
-    from profiling.measure.timing import clock_for
 
     device, world = _setup(spec)
     split = _load(spec, world, device)
@@ -226,6 +235,7 @@ def _interleaved(
 ) -> tuple[list[float], list[float]]:
     """Samples of the split call (all ranks run it, rank 0 times it) and of the
     single-device call (rank 0 alone), alternated, warm-up samples dropped."""
+    # child: torchrun rank; an import failing in measure() is written to the out file
     import torch.distributed as dist
 
     warmup, repeats = int(spec["warmup"]), int(spec["repeats"])

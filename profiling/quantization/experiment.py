@@ -27,10 +27,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from profiling.config import ProfileConfig
+from profiling.errors import is_out_of_memory, one_line
+from profiling.measure.cost import record
 from profiling.measure.progress import Progress
 from profiling.measure.timing import Clock, clock_for
 from profiling.model.prompts import PromptSet, load_prompts
 from profiling.options import DEFAULT_KEPT
+from profiling.quantization.report import finding, warnings_for
 from profiling.quantization.results import (
     DOES_NOT_FIT,
     FAILED,
@@ -115,6 +118,7 @@ class Spec:
 
 
 def variant_specs(plan: QuantPlan) -> list[Spec]:
+    # torch: quantization.methods imports torch; kept out of the site's imports
     from profiling.quantization.methods import METHODS
 
     specs = []
@@ -142,6 +146,7 @@ def run_quantization(
 
     With `save_dir`, each measured checkpoint an engine can serve (GPTQ) is saved there
     and its folder put in `saved` under the variant's name."""
+    # torch: quantization.measure imports torch; kept out of the site's imports
     from profiling.quantization.measure import Job
 
     job = Job(config, loaded, device, run_dtype, plan, clock or clock_for(device))
@@ -153,8 +158,6 @@ def run_quantization(
 
 
 def _measure_all(job: Any, plan: QuantPlan, loaded: Any, progress: Progress | None) -> Any:
-    from profiling.quantization.report import finding, warnings_for
-
     device = job.device
     specs = variant_specs(plan)
     variants = []
@@ -183,7 +186,7 @@ def _measure_all(job: Any, plan: QuantPlan, loaded: Any, progress: Progress | No
 
 
 def _one(job: Any, spec: Spec) -> QuantVariant:
-    from profiling.errors import is_out_of_memory, one_line
+    # torch: quantization.methods imports torch; kept out of the site's imports
     from profiling.quantization.methods import NotAvailable
 
     variant = QuantVariant(name=spec.name, precision=spec.precision, status=MEASURED)
@@ -217,6 +220,7 @@ def _report(progress: Progress | None, fraction: float, message: str) -> None:
 def runnable_specs(context: Any, plan: QuantPlan) -> list[Spec]:
     """The variants whose method can run on this worker (the rest end at once as "not
     available", so they cost nothing)."""
+    # torch: quantization.methods imports torch; kept out of the site's imports
     from profiling.quantization.methods import METHODS, Request
 
     loaded = context.loaded
@@ -228,7 +232,7 @@ def runnable_specs(context: Any, plan: QuantPlan) -> list[Spec]:
 
 def run_for_context(context: Any) -> QuantizationResult:
     """The experiment as the registry calls it (`context`: an ExperimentContext)."""
-    from profiling.measure.cost import record
+    # torch: quantization.budget imports torch; kept out of the site's imports
     from profiling.quantization import budget
 
     plan = make_plan(context.config, context.dtype)

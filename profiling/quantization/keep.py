@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from profiling.quantization.methods import Method
 
 TIED = "tied_embeddings"
@@ -42,8 +44,6 @@ def is_tied(model: Any) -> bool:
 
 def decoder_blocks(model: Any) -> list[str]:
     """Names of the decoder blocks: the longest ModuleList of the model."""
-    import torch
-
     lists = [(n, m) for n, m in model.named_modules() if isinstance(m, torch.nn.ModuleList)]
     if not lists:
         return []

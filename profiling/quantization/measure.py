@@ -8,12 +8,22 @@ reference is measured, the clock) and measures one variant at a time.
 from __future__ import annotations
 
 import gc
+import os
 from typing import Any
 
+import torch
+
+from profiling.measure import decode_path
 from profiling.measure.timing import Clock, measure
+from profiling.model.memory import PeakMemory
+from profiling.model.prompts import load_eval_text
 from profiling.quantization import quality
+from profiling.quantization.keep import keep_plan
+from profiling.quantization.methods import METHODS, NotAvailable, Request
 from profiling.quantization.results import GreedySample, QuantVariant
+from profiling.quantization.storage import weight_bytes
 from profiling.results import Samples
+from profiling.speculative.sweep import encode_prompts
 
 # Single prefills and decode steps are short: at least this many seconds of samples
 # per TTFT or decode figure.
@@ -25,9 +35,6 @@ class Job:
     def __init__(
         self, config: Any, loaded: Any, device: str, run_dtype: str, plan: Any, clock: Clock
     ) -> None:
-        from profiling.model.prompts import load_eval_text
-        from profiling.speculative.sweep import encode_prompts
-
         self.config, self.loaded, self.device = config, loaded, device
         self.plan, self.clock, self.run_dtype = plan, clock, run_dtype
         self.tokenizer = loaded.tokenizer
@@ -50,8 +57,6 @@ class Job:
     # -- building ---------------------------------------------------------------------
 
     def request(self, spec: Any, kept: list[str]) -> Any:
-        from profiling.quantization.methods import Request
-
         return Request(
             config=self.config,
             device=self.device,
@@ -63,9 +68,6 @@ class Job:
         )
 
     def build(self, spec: Any) -> Any:
-        from profiling.quantization.keep import keep_plan
-        from profiling.quantization.methods import METHODS, NotAvailable
-
         method = METHODS[spec.precision]
         plan = keep_plan(self.loaded.model, method, spec)
         request = self.request(spec, plan.modules)
@@ -80,15 +82,11 @@ class Job:
         self.model, self.compiled = None, {}
         gc.collect()
         if self.device.startswith("cuda"):
-            import torch
-
             torch.cuda.empty_cache()
 
     # -- measuring --------------------------------------------------------------------
 
     def measure(self, spec: Any, variant: QuantVariant) -> None:
-        from profiling.quantization.storage import weight_bytes
-
         first = self.reference_name is None
         if first and spec.precision in ("fp32", "bf16", "fp16"):
             self.compute_dtype = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}[
@@ -113,8 +111,6 @@ class Job:
     def _save(self, name: str) -> None:
         """The quantized checkpoint as a serving engine loads it (config, safetensors,
         tokenizer), for the engine profile of the same run."""
-        import os
-
         folder = os.path.join(self.save_dir, name)
         self.model.save_pretrained(folder)
         if self.tokenizer is not None:
@@ -124,13 +120,10 @@ class Job:
     def _allocated(self) -> int:
         if not self.device.startswith("cuda"):
             return 0
-        import torch
 
         return int(torch.cuda.memory_allocated(self.device))
 
     def _batch(self, rows: int) -> Any:
-        import torch
-
         longest = max(self.prompt_ids, key=len)
         return torch.tensor([longest] * rows, device=self.device)
 
@@ -138,10 +131,6 @@ class Job:
         """One decode step at `rows` rows over the longest prompt, on the baseline's decode
         path (a static cache, compiled on CUDA: torchao's weight-only kernels are fast
         only there), rolled back to the same context before every sample."""
-        import torch
-
-        from profiling.measure import decode_path
-
         batch = self._batch(rows)
         with torch.inference_mode():
             prepared = decode_path.prepare(
@@ -160,8 +149,6 @@ class Job:
         return seconds
 
     def _ttft_samples(self) -> Samples:
-        import torch
-
         prompts = [torch.tensor([ids], device=self.device) for ids in self.prompt_ids]
 
         def run() -> None:
@@ -195,10 +182,6 @@ class Job:
         """Memory peak of one greedy generation at the concurrency batch: on CUDA the
         peak allocated less what was allocated before this variant was loaded (its
         weights, cache and activations); on CPU the rise of process RSS."""
-        import torch
-
-        from profiling.model.memory import PeakMemory
-
         batch = self._batch(self.plan.batch_size)
         with PeakMemory(self.device) as peak, torch.inference_mode():
             cache, token = quality.prefill(self.model, batch)

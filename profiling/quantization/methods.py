@@ -24,7 +24,12 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from typing import Any
 
+import torch
+from transformers import AutoConfig, BitsAndBytesConfig, GPTQConfig
+
 from profiling.config import ProfileConfig
+from profiling.model import demo_corpus
+from profiling.model.loading import load, resolve
 from profiling.quantization.results import MethodSettings
 
 QUANT_EXTRA = "install the quant extra: pip install 'bottleneck-advisor[quant]'"
@@ -81,9 +86,7 @@ def _missing(*modules: str) -> bool:
 
 
 def _dtype_ok(precision: str, request: Request) -> str | None:
-    if precision == "bf16" and request.device.startswith("cuda"):
-        import torch
-
+    if precision == "bf16" and request.device.startswith("cuda"):  # noqa: SIM102
         if not torch.cuda.is_bf16_supported():
             return "this GPU does not support bfloat16"
     return None
@@ -109,7 +112,6 @@ def _cuda_only(precision: str, request: Request) -> str | None:
 def _fp8_gpu(precision: str, request: Request) -> str | None:
     if not request.device.startswith("cuda"):
         return "float8 needs a GPU with fp8 support (compute capability 8.9+: Ada, Hopper, later)"
-    import torch
 
     major, minor = torch.cuda.get_device_capability(request.device)
     if (major, minor) < (8, 9):
@@ -158,8 +160,6 @@ def _settings(method: Method, request: Request, **extra: Any) -> MethodSettings:
 
 
 def _by_dtype(method: Method, request: Request) -> Built:
-    from profiling.model.loading import load
-
     loaded = load(request.config, request.device, method.weight_dtype)
     settings = _settings(method, request, library=library("torch"))
     settings.compute_dtype = method.weight_dtype
@@ -178,10 +178,8 @@ def kernel_missing(config: str, exc: ImportError) -> str:
 
 
 def _torchao(method: Method, request: Request) -> Built:
-    import torch
+    # optional: a torchao that fails to import fails only its own variants
     from torchao import quantization
-
-    from profiling.model.loading import load
 
     loaded = load(request.config, request.device, request.compute_dtype)
     kinds: tuple[type, ...] = (torch.nn.Linear,)
@@ -207,9 +205,6 @@ def _torchao(method: Method, request: Request) -> Built:
 
 
 def _bitsandbytes(method: Method, request: Request) -> Built:
-    import torch
-    from transformers import BitsAndBytesConfig
-
     if method.bits == 8:
         config = BitsAndBytesConfig(load_in_8bit=True, llm_int8_skip_modules=list(request.kept))
     else:
@@ -230,8 +225,6 @@ def _bitsandbytes(method: Method, request: Request) -> Built:
 
 
 def _gptq(method: Method, request: Request) -> Built:
-    from transformers import GPTQConfig
-
     group = gptq_group_size(request)
     config = GPTQConfig(
         bits=4,
@@ -255,10 +248,6 @@ def _not_cast_notice(record: logging.LogRecord) -> bool:
 
 def gptq_group_size(request: Request) -> int:
     """The largest usual group size that divides every quantized layer's input width."""
-    from transformers import AutoConfig
-
-    from profiling.model.loading import resolve
-
     source = resolve(request.config)
     path = source.path.parent if source.kind == "config" and source.path else source.path
     text = AutoConfig.from_pretrained(path, local_files_only=True).get_text_config(decoder=True)
@@ -267,8 +256,6 @@ def gptq_group_size(request: Request) -> int:
 
 
 def calibration_texts(samples: int) -> list[str]:
-    from profiling.model import demo_corpus
-
     paragraphs = demo_corpus.documents(demo_corpus.generate(CALIBRATION_SEED, CALIBRATION_CHARS))
     return paragraphs[:samples]
 
@@ -276,8 +263,6 @@ def calibration_texts(samples: int) -> list[str]:
 def _load_quantized(method: Method, request: Request, quant: Any, lib: str) -> Built:
     """Load through transformers with a quantization config, from real weights
     (config-only models are saved with random weights to a temporary directory first)."""
-    from profiling.model.loading import load
-
     if not request.config_only:
         loaded = load(request.config, request.device, request.compute_dtype, quantization=quant)
     else:

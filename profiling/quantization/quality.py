@@ -13,6 +13,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import torch
+import torch.nn.functional as F
+from transformers import DynamicCache
+
 EVAL_WINDOW = 512  # tokens per forward when scoring the evaluation text
 
 
@@ -27,8 +31,6 @@ def top1_agreement(reference: list[Any], variant: list[Any]) -> float:
 
 def mean_kl(reference: list[Any], variant: list[Any]) -> float:
     """Mean over positions of KL(reference || variant) of the softmax distributions, in nats."""
-    import torch
-
     kl_sum, total = 0.0, 0
     for ref, var in zip(reference, variant, strict=True):
         log_p = torch.log_softmax(ref.double(), dim=-1)
@@ -41,8 +43,6 @@ def mean_kl(reference: list[Any], variant: list[Any]) -> float:
 
 def nll_sum(logits: Any, targets: Any) -> tuple[float, int]:
     """(summed next-token cross-entropy, count) of [T, V] logits predicting [T] targets."""
-    import torch.nn.functional as F
-
     loss = F.cross_entropy(logits.double(), targets.long(), reduction="sum")
     return float(loss), int(targets.numel())
 
@@ -64,8 +64,6 @@ def first_divergence(reference: list[int], tokens: list[int]) -> int | None:
 
 def teacher_forced_logits(model: Any, prompts: list[list[int]]) -> list[Any]:
     """Next-token logits at every position of each prompt, as float32 [T, V] on the CPU."""
-    import torch
-
     found = []
     with torch.inference_mode():
         for ids in prompts:
@@ -77,8 +75,6 @@ def teacher_forced_logits(model: Any, prompts: list[list[int]]) -> list[Any]:
 def eval_nll(model: Any, ids: list[int], window: int = EVAL_WINDOW) -> tuple[float, int]:
     """Summed NLL and token count of the evaluation text, in windows of `window` tokens
     (the first token of each window is context only)."""
-    import torch
-
     nll, count = 0.0, 0
     with torch.inference_mode():
         for start in range(0, len(ids) - 1, window):
@@ -93,8 +89,6 @@ def eval_nll(model: Any, ids: list[int], window: int = EVAL_WINDOW) -> tuple[flo
 
 def prefill(model: Any, batch: Any) -> tuple[Any, Any]:
     """(cache, first generated token [B, 1]) after one forward over `batch` [B, T]."""
-    from transformers import DynamicCache
-
     cache = DynamicCache(config=model.config)
     out = model(input_ids=batch, cache=cache, use_cache=True, logits_to_keep=1)
     return cache, out.logits[:, -1].argmax(-1, keepdim=True)
@@ -102,8 +96,6 @@ def prefill(model: Any, batch: Any) -> tuple[Any, Any]:
 
 def decode(model: Any, cache: Any, token: Any, steps: int) -> Any:
     """`steps` greedy decode steps from `token`; returns [B, steps + 1] tokens."""
-    import torch
-
     tokens = [token]
     for _ in range(steps):
         logits = model(input_ids=token, cache=cache, use_cache=True).logits
@@ -114,8 +106,6 @@ def decode(model: Any, cache: Any, token: Any, steps: int) -> Any:
 
 def greedy(model: Any, ids: list[int], new_tokens: int, eos: list[int]) -> list[int]:
     """The greedy continuation of one prompt, cut after the first end-of-sequence token."""
-    import torch
-
     with torch.inference_mode():
         cache, first = prefill(model, torch.tensor([ids], device=model.device))
         tokens = decode(model, cache, first, new_tokens - 1)[0].tolist()

@@ -18,6 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 # How deep a quantized tensor may nest tensor subclasses or quant states.
 MAX_DEPTH = 4
 
@@ -30,8 +32,6 @@ class WeightBytes:
 
 def leaf_tensors(value: Any, depth: int = 0) -> Iterator[Any]:
     """The plain tensors that hold `value`'s data (itself, for a plain tensor)."""
-    import torch
-
     if value is None or depth > MAX_DEPTH:
         return
     flatten = getattr(type(value), "__tensor_flatten__", None)
@@ -49,8 +49,6 @@ def leaf_tensors(value: Any, depth: int = 0) -> Iterator[Any]:
 
 def _quant_state_tensors(state: Any, depth: int) -> Iterator[Any]:
     """Tensors of a bitsandbytes QuantState (and its nested `state2`)."""
-    import torch
-
     if state is None or depth > MAX_DEPTH:
         return
     for name in ("absmax", "code", "offset"):
@@ -64,8 +62,6 @@ def module_tensors(module: Any) -> Iterator[Any]:
     """The plain tensors a module holds directly (not its children's): parameters,
     buffers, and tensors kept as plain attributes (GPTQ's CPU kernel repacks its
     weight on the first forward and keeps `scales_and_zeros` that way)."""
-    import torch
-
     attributes = [v for v in vars(module).values() if isinstance(v, torch.Tensor)]
     for value in [*module._parameters.values(), *module._buffers.values(), *attributes]:
         yield from leaf_tensors(value)
@@ -84,8 +80,6 @@ def _storage_key_and_bytes(tensor: Any) -> tuple[tuple[str, int], int]:
 
 def is_linear(module: Any) -> bool:
     """nn.Linear and its quantized subclasses, or a GPTQ layer (it has `qweight`)."""
-    import torch
-
     return isinstance(module, torch.nn.Linear) or hasattr(module, "qweight")
 
 

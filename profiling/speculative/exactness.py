@@ -22,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from profiling.measure.numerics import is_strict, logit_tolerance
 
 
@@ -62,8 +64,6 @@ def compare(
 
 def _gap(target: Any, ids: list[int], a: int, b: int) -> tuple[float, float]:
     """(|logit a - logit b|, largest |logit|) at the next position after `ids`."""
-    import torch
-
     device = next(target.parameters()).device
     with torch.inference_mode():
         logits = target(input_ids=torch.tensor([ids], device=device), logits_to_keep=1).logits

@@ -97,6 +97,7 @@ def run_speculative(
     decode path compiles it (`profiling.measure.decode_path`), so the verify-cost
     passes reuse it.
     """
+    # torch: speculative.sweep imports torch; kept out of the site's imports
     from profiling.speculative.sweep import encode_prompts
 
     draft = Draft(*draft) if isinstance(draft, tuple) else draft
@@ -154,6 +155,7 @@ def run_plan(
 
 
 def _draft_memory(draft: Draft | None, prompt_lookup: bool) -> list[DraftMemory]:
+    # torch: speculative.drafting imports torch; kept out of the site's imports
     from profiling.speculative.drafting import draft_memory
 
     found = [draft_memory(draft.model, draft.name)] if draft else []
@@ -161,6 +163,7 @@ def _draft_memory(draft: Draft | None, prompt_lookup: bool) -> list[DraftMemory]
 
 
 def _check_draft(target_tokenizer: Any | None, draft: Draft, config_only: bool) -> None:
+    # torch: speculative.drafting imports torch; kept out of the site's imports
     from profiling.speculative.drafting import TokenizerMismatch, check_tokenizers
 
     if target_tokenizer is not None and draft.tokenizer is not None:
@@ -209,6 +212,7 @@ class _Job:
         self.warmup, self.repeats = warmup, repeats
         self.eos = _eos_ids(target)
         self.compiled: dict[str, Any] = {}  # the target's compiled forward, as the baseline's
+        # torch: speculative.sweep imports torch; kept out of the site's imports
         from profiling.speculative.sweep import Timings
 
         self.timings = Timings(True, warmup, repeats)
@@ -216,6 +220,7 @@ class _Job:
     def verify_cost(
         self, ks: list[int], batch_size: int, tick: Callable[[str], None]
     ) -> list[VerifyCostPoint]:
+        # torch: speculative.sweep and .verify_cost import torch; kept out of the site's imports
         from profiling.speculative.sweep import batches_of
         from profiling.speculative.verify_cost import verify_cost_curve
 
@@ -231,6 +236,7 @@ class _Job:
         return points
 
     def drafters(self, lookup: bool) -> list[tuple[str, Callable[[int], Any]]]:
+        # torch: speculative.drafting imports torch; kept out of the site's imports
         from profiling.speculative.drafting import ModelDrafter, PromptLookupDrafter
 
         found: list[tuple[str, Callable[[int], Any]]] = []
@@ -244,6 +250,7 @@ class _Job:
     def sweeps(
         self, ks: list[int], batch_sizes: list[int], lookup: bool, tick: Callable[[str], None]
     ) -> list[SweepPoint]:
+        # torch: speculative.sweep imports torch; kept out of the site's imports
         from profiling.speculative.sweep import SetDecoder, batches_of, sweep_point
 
         points = []
@@ -269,6 +276,7 @@ class _Job:
         separate samples (the target's own timing too), so the best of several noisy
         points is not a win by luck; with CONFIRM_FACTOR times the sweep's repeats, since
         this timing alone decides the recommendation."""
+        # torch: speculative.sweep imports torch; kept out of the site's imports
         from profiling.speculative.sweep import SetDecoder, Timings, batches_of, sweep_point
 
         sweep = self.timings
@@ -287,6 +295,7 @@ class _Job:
         return out
 
     def trace(self, name: str, k: int, prompt_index: int) -> Any:
+        # torch: speculative.loop imports torch; kept out of the site's imports
         from profiling.speculative.loop import speculative_generate
 
         factory = dict(self.drafters(name == PROMPT_LOOKUP))[name]
@@ -309,6 +318,7 @@ def _add_trace(
     prompts: list[str],
     trace_k: int | None,
 ) -> None:
+    # torch: speculative.sweep imports torch; kept out of the site's imports
     from profiling.speculative.sweep import trace_steps
 
     if not result.sweeps:
@@ -324,6 +334,7 @@ def _add_trace(
 
 def load_draft(context: Any, name: str) -> Draft:
     """Load draft `name` like the target (same device, dtype, roots and security checks)."""
+    # torch: model.loading imports torch; kept out of the site's imports
     from profiling.model.loading import load
 
     config = context.config.replace(model=name, source="auto")

@@ -26,6 +26,7 @@ import torch
 from profiling.measure.timing import Clock
 from profiling.results import Samples
 from profiling.speculative.drafting import Drafter
+from profiling.speculative.exactness import Exactness, compare
 from profiling.speculative.loop import LoopRun, StepRecord, speculative_generate
 from profiling.speculative.results import SweepPoint, TraceStep
 
@@ -259,8 +260,6 @@ def sweep_point(
 ) -> SweepPoint:
     """Counts from the loop's records, costs from the timed samples; with `decoder`,
     outputs that differ from the baseline's are judged (`exactness.compare`)."""
-    from profiling.speculative.exactness import Exactness, compare
-
     run = timed.runs[-1]
     base_outputs = baseline.runs[-1].outputs
     exact = Exactness(1.0, None, "")
