@@ -13,8 +13,9 @@ from typing import Any
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from profiling.baseline import plan as baseline_plan
+from profiling.baseline import sweeps as baseline
 from profiling.config import ProfileConfig
-from profiling.experiments import baseline, baseline_plan
 from profiling.measure import hardware
 from profiling.measure.timing import clock_for
 from profiling.model.loading import Source, model_info

@@ -2,7 +2,7 @@
 
 In one run, on one model and device, decode tokens/s at batch 1 and a given
 context as measured by the profiler's own decode loop
-(`profiling.experiments.baseline.decode_point`: timed steps through the
+(`profiling.baseline.sweeps.decode_point`: timed steps through the
 injected clock, cache cropped back after each step) against a bare torch loop
 (forward with a DynamicCache, greedy argmax, one perf_counter around all the
 steps, nothing else). Rounds alternate the two so drift hits both alike.
@@ -25,8 +25,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from profiling.baseline import plan as baseline_plan
+from profiling.baseline import sweeps as baseline  # noqa: E402
 from profiling.config import ProfileConfig  # noqa: E402
-from profiling.experiments import baseline, baseline_plan  # noqa: E402
 from profiling.measure.timing import clock_for  # noqa: E402
 from profiling.model.loading import Loaded, load, pick_device, pick_dtype  # noqa: E402
 from profiling.model.memory import kv_bytes_per_token_measured, weights_bytes  # noqa: E402

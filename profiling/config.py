@@ -37,7 +37,7 @@ BOTTLENECK_LABELS = {
 SOURCES = ("auto", "demo", "hub", "local", "config")
 DEVICES = ("auto", "cpu", "cuda", "mps")
 # Names the later experiments register under; the registry in
-# profiling.experiments says which of them this version can run.
+# profiling.techniques says which of them this version can run.
 EXPERIMENT_NAMES = ("quantization", "speculative", "caching", "parallel")
 
 # Hugging Face repo ids: "name" or "namespace/name", 96 chars at most,

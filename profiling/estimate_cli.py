@@ -21,7 +21,6 @@ from profiling import fleet_cli, serde
 from profiling.advice.build import estimate_report
 from profiling.advice.conversations import add_to_advice
 from profiling.advice.text import render_advice, render_predictions
-from profiling.advice_kit.advice_results import Advice, PredictionPoint, Recommendation
 from profiling.caching import conversations as chats
 from profiling.caching.conversations import render_conversations
 from profiling.cli_common import (
@@ -37,6 +36,7 @@ from profiling.model.shapes import Shapes, SizingError
 from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 from profiling.projection.estimate import shipped_configs
 from profiling.projection.precision import serving_precision
+from profiling.technique_kit.advice_results import Advice, PredictionPoint, Recommendation
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_DTYPE = "bfloat16"

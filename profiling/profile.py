@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from profiling import serde
-from profiling.advice_kit.advice_results import Advice, PredictionPoint
 from profiling.caching.results import CachingResult
 from profiling.config import ProfileConfig
 from profiling.engine.results import EngineResult
@@ -31,6 +30,7 @@ from profiling.parallel.results import DisaggregationResult, ParallelResult
 from profiling.quantization.results import QuantizationResult
 from profiling.results import DecodePoint, Environment, MemoryResult, PhaseVerdict, PrefillPoint
 from profiling.speculative.results import SpeculativeResult
+from profiling.technique_kit.advice_results import Advice, PredictionPoint
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)

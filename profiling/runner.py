@@ -21,11 +21,12 @@ import torch
 from profiling.advice.build import advise_profile, profile_predictions
 from profiling.advice.conversations import attach_all, profile_chats
 from profiling.advice.fleet import fleet_of
+from profiling.baseline import plan as baseline_plan
+from profiling.baseline import sweeps as baseline
 from profiling.config import ConfigError, ProfileConfig
 from profiling.engine.for_profile import run_for_profile
 from profiling.engine.verdict import engine_verdict
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
-from profiling.experiments import Experiment, ExperimentContext, baseline, baseline_plan
 from profiling.measure import bandwidth, environment, hardware, timing
 from profiling.measure.environment import device_description
 from profiling.measure.progress import Progress, no_progress, span
@@ -37,7 +38,8 @@ from profiling.profile import Profile
 from profiling.projection.fit import Footprint, activation_bytes, fit_check
 from profiling.projection.verdict import verdict
 from profiling.results import FitCheck, MemoryResult
-from profiling.techniques import BY_NAME
+from profiling.technique_kit.context import ExperimentContext
+from profiling.techniques import BY_NAME, Experiment
 from profiling.techniques import experiment as get_experiment
 from profiling.units import size
 

@@ -18,30 +18,44 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 from profiling.caching import advice as caching_advice
 from profiling.caching import experiment as caching
+from profiling.caching.results import CachingResult
 from profiling.config import ConfigError
 from profiling.parallel import advice as parallel_advice
 from profiling.parallel import experiment as parallel
+from profiling.parallel.results import DisaggregationResult, ParallelResult
+from profiling.profile import Profile
 from profiling.quantization import advice as quantization_advice
 from profiling.quantization import experiment as quantization
+from profiling.quantization.results import QuantizationResult
 from profiling.speculative import advice as speculative_advice
 from profiling.speculative import experiment as speculative
+from profiling.speculative.results import SpeculativeResult
+from profiling.technique_kit.advice_results import QualityTolerance
+from profiling.technique_kit.context import ExperimentContext
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import Outcome
 
-# (context: profiling.experiments.ExperimentContext) -> the technique's typed result
-Run = Callable[[Any], Any]
-# (facts, its typed result or None, the bottleneck, the quality tolerance) -> outcomes
-Rule = Callable[..., list[Any]]
+# What a technique's experiment measures: its typed result, stored under its name.
+Result = TypeVar("Result")
+TechniqueResult = (
+    QuantizationResult | SpeculativeResult | CachingResult | ParallelResult | DisaggregationResult
+)
+# The experiment: the context in, its typed result out.
+Experiment = Callable[[ExperimentContext], TechniqueResult]
 
 
 @dataclass(frozen=True)
-class Technique:
+class Technique(Generic[Result]):
     name: str  # its key in Profile.experiments, the JSON and the config's experiments
     label: str
-    run: Run | None
-    advise: Rule
+    run: Callable[[ExperimentContext], Result] | None
+    # The rule: (facts, its result or None, the bottleneck, the quality tolerance) ->
+    # recommendations and what is not recommended.
+    advise: Callable[[Facts, Result | None, str, QualityTolerance], list[Outcome]]
     # Planned work, for the progress bar: seconds a quick demo run spends on it on two
     # CPU cores, against LOAD_WORK and BASELINE_WORK (profiling.runner); only the
     # ratios matter. Measured with a quick demo profile running every experiment.
@@ -52,7 +66,7 @@ class Technique:
     own_weights: bool = False
 
 
-def _run_speculative(context: Any) -> Any:
+def _run_speculative(context: ExperimentContext) -> SpeculativeResult:
     config = context.config
     return speculative.run_for_context(
         context, draft_name=config.draft, ks=config.spec_ks or None,
@@ -60,14 +74,16 @@ def _run_speculative(context: Any) -> Any:
     )  # fmt: skip
 
 
-def _run_parallel(context: Any) -> Any:
+def _run_parallel(context: ExperimentContext) -> ParallelResult:
     result = parallel.run_for_context(context)
-    # Disaggregation is measured here and kept beside it (its own key in the JSON).
+    # Disaggregation is measured here and kept beside it (its own key in the JSON), in the
+    # profile the runner gives every experiment.
+    assert isinstance(context.profile, Profile)
     context.profile.experiments.disaggregation = result.disaggregation
     return result
 
 
-TECHNIQUES: tuple[Technique, ...] = (
+TECHNIQUES: tuple[Technique, ...] = (  # each typed by its own result
     Technique("quantization", "Quantization", quantization.run_for_context,
               quantization_advice.quantization, work=2.0, own_weights=True),
     Technique("speculative", "Speculative decoding", _run_speculative,
@@ -82,7 +98,7 @@ TECHNIQUES: tuple[Technique, ...] = (
 BY_NAME = {t.name: t for t in TECHNIQUES}
 
 
-def experiment(name: str) -> Run:
+def experiment(name: str) -> Experiment:
     """The experiment `name` runs; a ConfigError if this version has none by that name."""
     technique = BY_NAME.get(name)
     if technique is None or technique.run is None:

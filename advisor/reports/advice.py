@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.advice_kit.advice_results import (
+from profiling.config import BOTTLENECK_LABELS
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     Advice,
     Change,
@@ -18,7 +19,6 @@ from profiling.advice_kit.advice_results import (
     Evidence,
     Recommendation,
 )
-from profiling.config import BOTTLENECK_LABELS
 from profiling.techniques import TECHNIQUES
 from profiling.units import UNKNOWN, count, ms, pct, significant, size, tok_s
 

@@ -27,10 +27,10 @@ from advisor.reports.experiment_charts import (
     speculative_chart,
 )
 from advisor.reports.insight_charts import insight_charts
-from profiling.advice_kit.advice_results import PredictionPoint
 from profiling.profile import Profile
 from profiling.projection import validation
 from profiling.results import DecodePoint, PrefillPoint
+from profiling.technique_kit.advice_results import PredictionPoint
 from profiling.units import pct
 
 MEMORY_COLOURS = {"weights": "#0072B2", "kv": "#E69F00", "free": "#B8E0C8", "reserve": "#D9D9D9"}

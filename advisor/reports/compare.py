@@ -14,9 +14,9 @@ from typing import Any
 
 from advisor.jobs.models import Job
 from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
-from profiling.advice_kit.advice_results import Advice
 from profiling.measure.stats import INCONCLUSIVE, Interval, ratio_interval
 from profiling.profile import Profile
+from profiling.technique_kit.advice_results import Advice
 from profiling.techniques import TECHNIQUES
 from profiling.units import UNKNOWN, ms, size, tok_s
 

@@ -11,9 +11,9 @@ import shlex
 from typing import Any
 
 from advisor.reports.charts_base import PALETTE, Figure, base_layout
-from profiling.advice_kit.advice_results import Advice
 from profiling.engine.advice import recommended_flags
 from profiling.engine.results import EngineResult, ServingPoint
+from profiling.technique_kit.advice_results import Advice
 
 SPREADS = ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms")
 

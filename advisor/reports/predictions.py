@@ -10,7 +10,7 @@ import statistics
 from typing import Any
 
 from advisor.reports.advice import figure
-from profiling.advice_kit.advice_results import CALIBRATED, PredictionPoint
+from profiling.technique_kit.advice_results import CALIBRATED, PredictionPoint
 from profiling.units import UNKNOWN
 
 METRIC_LABELS = {

@@ -14,8 +14,8 @@ from advisor.reports.advice import (
     change_item,
     confidence_text,
 )
-from profiling.advice_kit.advice_results import ESTIMATED, Advice, Change, Recommendation
 from profiling.profile import Profile
+from profiling.technique_kit.advice_results import ESTIMATED, Advice, Change, Recommendation
 from profiling.units import ms, pct, size, tok_s
 
 TOP = 3

@@ -15,8 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling.advice.build import advise
-from profiling.advice_kit.advice_results import Advice
-from profiling.advice_kit.facts import Facts
 from profiling.config import Workload
 from profiling.measure import hardware
 from profiling.measure.hardware import GPU
@@ -28,6 +26,8 @@ from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
 from profiling.projection.estimate import Deployment, Projection, Traffic, project
 from profiling.projection.precision import PRECISIONS
 from profiling.results import FitCheck
+from profiling.technique_kit.advice_results import Advice
+from profiling.technique_kit.facts import Facts
 from profiling.units import UNKNOWN, count, gb_s, ms, pct, size, tflop_s, tok_s
 
 WORKER = ""  # the GPU choice meaning "the device this profile ran on"

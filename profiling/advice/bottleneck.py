@@ -17,12 +17,12 @@ In order, the first that holds:
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import DecidingNumber, QualityTolerance
-from profiling.advice_kit.facts import Facts
 from profiling.config import BOTTLENECK_LABELS
 from profiling.model.shapes import DTYPE_BYTES
 from profiling.profile import Experiments
 from profiling.quantization.tolerance import acceptable
+from profiling.technique_kit.advice_results import DecidingNumber, QualityTolerance
+from profiling.technique_kit.facts import Facts
 from profiling.units import size
 
 MIN_HEADROOM_SHARE = 0.10

@@ -18,18 +18,6 @@ from profiling.advice.bottleneck import classify, label, prompt_reuse, smallest_
 from profiling.advice.missing import missing
 from profiling.advice.ranking import RANKING, rank, resampled, screen, uncertainty_note
 from profiling.advice.stability import near_the_bar
-from profiling.advice_kit.advice_results import (
-    CALIBRATED,
-    ESTIMATED,
-    MEASURED,
-    PROJECTED,
-    Advice,
-    NotRecommended,
-    PredictionPoint,
-    QualityTolerance,
-    Recommendation,
-)
-from profiling.advice_kit.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.config import Hardware, Workload
 from profiling.engine.advice import engine_outcomes
 from profiling.engine.results import EngineResult
@@ -41,6 +29,18 @@ from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
 from profiling.projection.estimate import Deployment, Projection, Traffic, project
 from profiling.projection.validation import band, unchecked
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
+from profiling.technique_kit.advice_results import (
+    CALIBRATED,
+    ESTIMATED,
+    MEASURED,
+    PROJECTED,
+    Advice,
+    NotRecommended,
+    PredictionPoint,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.technique_kit.facts import Facts, decode_peak, gpu_of, prefill_peak
 from profiling.techniques import TECHNIQUES
 from profiling.units import size
 

@@ -13,7 +13,6 @@ from typing import Any
 
 from profiling import serde
 from profiling.advice.ranking import rank
-from profiling.advice_kit.advice_results import Advice, Recommendation
 from profiling.caching.conversations import (
     engine_check,
     estimate_conversations,
@@ -30,6 +29,7 @@ from profiling.projection.calibration import calibrate
 from profiling.projection.conversation_serving import Setup, prepare
 from profiling.projection.conversations import Conversation, parse_conversations
 from profiling.projection.step_time import StepModel
+from profiling.technique_kit.advice_results import Advice, Recommendation
 
 
 @dataclass

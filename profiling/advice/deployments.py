@@ -8,7 +8,6 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
-from profiling.advice_kit.facts import Facts
 from profiling.config import Hardware, Workload
 from profiling.engine import projected_commands
 from profiling.engine.commands import launch_command
@@ -21,6 +20,7 @@ from profiling.projection.search import Measured, Scenario
 from profiling.quantization.results import MEASURED as MEASURED_VARIANT
 from profiling.quantization.results import QuantizationResult, QuantVariant
 from profiling.speculative.results import SpeculativeResult
+from profiling.technique_kit.facts import Facts
 from profiling.units import ms, tok_s
 
 # The engine's quantizations by the search's names: its fp8 weights, fp8 KV cache, and

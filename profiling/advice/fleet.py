@@ -14,7 +14,6 @@ from typing import Any
 
 from profiling.advice import deployments
 from profiling.advice.build import facts_of
-from profiling.advice_kit.facts import gpu_of
 from profiling.measure.hardware import catalog
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
@@ -22,6 +21,7 @@ from profiling.projection.configurations import Configuration
 from profiling.projection.fleet import FleetRequest, Load, fleet
 from profiling.projection.precision import model_format
 from profiling.projection.search import DRAFT, Scenario
+from profiling.technique_kit.facts import gpu_of
 
 
 def fleet_of(profile: Profile, shapes: Shapes) -> dict[str, Any] | None:

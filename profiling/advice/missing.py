@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import MissingExperiment, NotRecommended, Recommendation
-from profiling.advice_kit.facts import Facts
 from profiling.profile import Experiments
+from profiling.technique_kit.advice_results import MissingExperiment, NotRecommended, Recommendation
+from profiling.technique_kit.facts import Facts
 from profiling.techniques import TECHNIQUES
 
 MISSING_HINTS = {

@@ -32,9 +32,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from profiling.advice_kit.advice_results import MEASURED, Advice, NotRecommended, Recommendation
-from profiling.advice_kit.rule_kit import BOUND_MARGIN
 from profiling.config import Workload
+from profiling.technique_kit.advice_results import MEASURED, Advice, NotRecommended, Recommendation
+from profiling.technique_kit.rule_kit import BOUND_MARGIN
 
 # Draws of the measured gains the stability check re-ranks, and the share of them another
 # recommendation must win for the first to be called uncertain.

@@ -18,9 +18,9 @@ from collections import Counter
 from dataclasses import dataclass
 
 from profiling.advice.ranking import WITHIN_NOISE
-from profiling.advice_kit.advice_results import MEASURED, Advice, Recommendation
-from profiling.advice_kit.rule_kit import MIN_GAIN
 from profiling.measure.stats import rerun_misses
+from profiling.technique_kit.advice_results import MEASURED, Advice, Recommendation
+from profiling.technique_kit.rule_kit import MIN_GAIN
 
 RERUNS_DIFFER = "a rerun would call it inconclusive"
 

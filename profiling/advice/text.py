@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import Advice, PredictionPoint
-from profiling.advice_kit.rule_kit import ms
+from profiling.technique_kit.advice_results import Advice, PredictionPoint
+from profiling.technique_kit.rule_kit import ms
 from profiling.units import size
 
 

@@ -3,7 +3,10 @@ reuse in their own prompts."""
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import (
+from profiling.caching.results import CachingResult, PrefixPoint
+from profiling.measure.stats import Interval, ratio_interval
+from profiling.projection.estimate import Deployment, Traffic, project
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Change,
@@ -13,8 +16,8 @@ from profiling.advice_kit.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import (
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import (
     MIN_GAIN,
     Outcome,
     interval_fields,
@@ -23,9 +26,6 @@ from profiling.advice_kit.rule_kit import (
     weak,
     your_users,
 )
-from profiling.caching.results import CachingResult, PrefixPoint
-from profiling.measure.stats import Interval, ratio_interval
-from profiling.projection.estimate import Deployment, Traffic, project
 from profiling.units import size
 
 

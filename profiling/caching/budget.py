@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.measure.cost import Costed, cut_repeats, prefill_seconds, step_seconds
+from profiling.technique_kit.context import ExperimentContext
 
 
 def estimate(plan: Any, profile: Any, extra_points: int) -> float | None:
@@ -73,7 +74,9 @@ def fit(plan: Any, profile: Any, extra_points: int, budget_s: float, quick_turns
     return out
 
 
-def for_context(context: Any, plan: Any, extra_points: int, quick_turns: int) -> Costed:
+def for_context(
+    context: ExperimentContext, plan: Any, extra_points: int, quick_turns: int
+) -> Costed:
     """The plan costed for this run, and cut to its budget where it has one (CUDA)."""
     if context.budget_s is not None:
         return fit(plan, context.profile, extra_points, context.budget_s, quick_turns)

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from profiling import serde
-from profiling.advice_kit.advice_results import Recommendation
 from profiling.caching.hit_check import HitCheck
 from profiling.caching.offload import host_tier_advice
 from profiling.config import ConfigError, Hardware, Workload
@@ -36,6 +35,7 @@ from profiling.projection.engines import DEFAULT_ENGINE, NAMES, limits
 from profiling.projection.estimate import Deployment
 from profiling.projection.host_tier import OFFLOAD_CPU_REASON, host_bytes_of, project_host_tier
 from profiling.projection.step_time import StepModel
+from profiling.technique_kit.advice_results import Recommendation
 from profiling.units import ms, size
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "tokenizer_config.json")

@@ -34,6 +34,7 @@ from profiling.measure.cost import record
 from profiling.measure.progress import ticker
 from profiling.measure.timing import Clock, clock_for
 from profiling.model.prompts import load_prompts
+from profiling.technique_kit.context import ExperimentContext
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 0.9)
 QUICK_MAX_PROMPT_TOKENS = 512
@@ -43,7 +44,7 @@ QUICK_TURNS, FULL_TURNS = 3, 4
 QUICK_GREEDY_TOKENS, FULL_GREEDY_TOKENS = 8, 16
 PHASE = "caching"
 SHARED_LABEL, SAMPLE_LABEL = "shared prefix", "prompt sample"
-# progress(phase, fraction 0..1, message), as in profiling.experiments.
+# progress(phase, fraction 0..1, message), as the runner reports it.
 Progress = Callable[[str, float, str], None]
 
 
@@ -339,8 +340,8 @@ def _add_sample_ttft(
 # -- wiring into the runner -------------------------------------------------------
 
 
-def run_for_context(context: Any) -> CachingResult:
-    """The experiment as the registry calls it (`context`: an ExperimentContext)."""
+def run_for_context(context: ExperimentContext) -> CachingResult:
+    """The experiment as the registry calls it."""
     loaded, config = context.loaded, context.config
     plan = make_plan(config.workload, config.quick, loaded.info.max_position_embeddings)
     extra = int(bool(config.workload.shared_prefix_tokens)) + int(bool(config.prompt_sample))

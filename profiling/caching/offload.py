@@ -16,7 +16,9 @@ at the size that captures most of the gain (`host_tier.size_for_most_of_the_gain
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import (
+from profiling.projection.engines import DEFAULT_ENGINE
+from profiling.projection.host_tier import HostTier, offload_setting, size_for_most_of_the_gain
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     Change,
     Evidence,
@@ -24,9 +26,7 @@ from profiling.advice_kit.advice_results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome
-from profiling.projection.engines import DEFAULT_ENGINE
-from profiling.projection.host_tier import HostTier, offload_setting, size_for_most_of_the_gain
+from profiling.technique_kit.rule_kit import MIN_GAIN, Outcome
 from profiling.units import ms, size
 
 TECHNIQUE = "caching"

@@ -14,7 +14,11 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from profiling.advice_kit.advice_results import (
+from profiling.engine import ENGINES
+from profiling.engine.results import EngineResult, PrefixCachingResult, ServingPoint
+from profiling.engine.verdict import point_at
+from profiling.measure.stats import Interval
+from profiling.technique_kit.advice_results import (
     Change,
     Evidence,
     ExpectedEffect,
@@ -22,12 +26,8 @@ from profiling.advice_kit.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import Outcome, interval_fields, judged, ms
-from profiling.engine import ENGINES
-from profiling.engine.results import EngineResult, PrefixCachingResult, ServingPoint
-from profiling.engine.verdict import point_at
-from profiling.measure.stats import Interval
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import Outcome, interval_fields, judged, ms
 
 ANCHOR = "#engine"
 

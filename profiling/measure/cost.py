@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-MIN_REPEATS = 3  # profiling.advice_kit.rule_kit.MIN_REPEATS: a win needs at least three samples
+MIN_REPEATS = 3  # profiling.technique_kit.rule_kit.MIN_REPEATS: a win needs at least three samples
 CHARS_PER_TOKEN = 4  # prompt sets are text, costed before they are tokenized
 
 

@@ -4,26 +4,6 @@ from __future__ import annotations
 
 import math
 
-from profiling.advice_kit.advice_results import (
-    ESTIMATED,
-    MEASURED,
-    Change,
-    Evidence,
-    ExpectedEffect,
-    NotRecommended,
-    QualityTolerance,
-    Recommendation,
-)
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import (
-    DISAGGREGATION_MIN_SPIKE,
-    MAKES_IT_FIT,
-    MIN_GAIN,
-    Outcome,
-    interval_fields,
-    ms,
-    weak,
-)
 from profiling.measure import hardware
 from profiling.measure.hardware import GPU
 from profiling.measure.stats import ratio_interval
@@ -41,6 +21,26 @@ from profiling.projection.step_time import (
     StepModel,
     kv_capacity_tokens,
     link_bytes_per_second,
+)
+from profiling.technique_kit.advice_results import (
+    ESTIMATED,
+    MEASURED,
+    Change,
+    Evidence,
+    ExpectedEffect,
+    NotRecommended,
+    QualityTolerance,
+    Recommendation,
+)
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import (
+    DISAGGREGATION_MIN_SPIKE,
+    MAKES_IT_FIT,
+    MIN_GAIN,
+    Outcome,
+    interval_fields,
+    ms,
+    weak,
 )
 from profiling.units import size
 

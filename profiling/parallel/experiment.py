@@ -55,6 +55,7 @@ from profiling.parallel.results import (
     ParallelResult,
     PlanInputs,
 )
+from profiling.technique_kit.context import ExperimentContext
 from profiling.units import size
 
 PHASE = "parallel"
@@ -67,8 +68,8 @@ INTERFERENCE_REPEATS = {True: 5, False: 10}
 PLAN_AGREEMENT = 0.02  # measured per-rank shards within 2 % of the TP plan
 
 
-def run_for_context(context: Any) -> ParallelResult:
-    """The experiment as the registry calls it (`context`: an ExperimentContext)."""
+def run_for_context(context: ExperimentContext) -> ParallelResult:
+    """The experiment as the registry calls it."""
     config, loaded, profile = context.config, context.loaded, context.profile
     progress = context.progress
     progress(PHASE, 0.0, "per-device memory plans")
@@ -105,7 +106,7 @@ def run_for_context(context: Any) -> ParallelResult:
     return result
 
 
-def _work_plan(context: Any, tp_size: int) -> budget.WorkPlan:
+def _work_plan(context: ExperimentContext, tp_size: int) -> budget.WorkPlan:
     config = context.config
     quick = config.quick
     sizes = interference_sizes(
@@ -220,7 +221,9 @@ def resolve_tp_measure(asked: int | None, device: str) -> int:
     return 2 if torch.cuda.device_count() >= 2 else 0
 
 
-def _measured(context: Any, tp_size: int, shape: plans.ModelShape, progress: Any) -> MeasuredTP:
+def _measured(
+    context: ExperimentContext, tp_size: int, shape: plans.ModelShape, progress: Any
+) -> MeasuredTP:
     if not tp_size:
         return MeasuredTP(
             status="skipped",
@@ -252,7 +255,7 @@ def _cannot_measure(device: str, tp_size: int) -> str:
     return ""
 
 
-def _launch(context: Any, tp_size: int) -> MeasuredTP:
+def _launch(context: ExperimentContext, tp_size: int) -> MeasuredTP:
     config, quick = context.config, context.config.quick
     prompt, batch, context_tokens = _tp_sizes(config)
     with _model_dir(context.loaded) as path:
@@ -301,7 +304,7 @@ def interference_sizes(workload: Any, quick: bool, max_positions: int | None) ->
     )
 
 
-def _disaggregation(context: Any, gpu: Any, progress: Any) -> Any:
+def _disaggregation(context: ExperimentContext, gpu: Any, progress: Any) -> Any:
     config, profile = context.config, context.profile
     sizes = interference_sizes(config.workload, config.quick, profile.model.max_position_embeddings)
     message = (

@@ -11,7 +11,11 @@ looks for the fewest GPUs (up to 8× as many) where one does.
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import (
+from profiling.parallel import layouts
+from profiling.parallel.layouts import Layout
+from profiling.projection.calibration import assumed
+from profiling.projection.precision import model_format
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     Change,
     Evidence,
@@ -19,12 +23,8 @@ from profiling.advice_kit.advice_results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, ms
-from profiling.parallel import layouts
-from profiling.parallel.layouts import Layout
-from profiling.projection.calibration import assumed
-from profiling.projection.precision import model_format
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import MIN_GAIN, Outcome, ms
 
 KEY = "parallel.layouts"
 CAVEAT = (

@@ -8,7 +8,7 @@ The model of one forward pass (prefill of T tokens or one decode step):
     seconds = overhead + FLOPs / flops_per_second + bytes / bytes_per_second
 
 with FLOPs and bytes from the model's shapes (the same formulas the baseline
-uses for "% of peak": `profiling.experiments.baseline`) and the rates either
+uses for "% of peak": `profiling.baseline.sweeps`) and the rates either
 the catalog GPU's peaks times assumed efficiencies (an *estimate*) or fitted
 to measured points (*calibrated*). The arithmetic and the memory traffic are
 added, not overlapped (not the roofline's max): a pass near the ridge, such as

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from profiling.advice_kit.advice_results import (
+from profiling.config import PRECISIONS
+from profiling.measure.stats import Interval, ratio_interval
+from profiling.model.shapes import DTYPE_BYTES
+from profiling.quantization.estimate_advice import precision_estimate
+from profiling.quantization.report import variant_line
+from profiling.quantization.results import MEASURED as QUANT_MEASURED
+from profiling.quantization.results import QuantizationResult, QuantVariant
+from profiling.quantization.tolerance import acceptable, quality_figure, quality_loss
+from profiling.results import Samples
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Change,
@@ -15,8 +24,8 @@ from profiling.advice_kit.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import (
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import (
     MIN_GAIN,
     Outcome,
     capacity_changes,
@@ -27,15 +36,6 @@ from profiling.advice_kit.rule_kit import (
     ms,
     weak,
 )
-from profiling.config import PRECISIONS
-from profiling.measure.stats import Interval, ratio_interval
-from profiling.model.shapes import DTYPE_BYTES
-from profiling.quantization.estimate_advice import precision_estimate
-from profiling.quantization.report import variant_line
-from profiling.quantization.results import MEASURED as QUANT_MEASURED
-from profiling.quantization.results import QuantizationResult, QuantVariant
-from profiling.quantization.tolerance import acceptable, quality_figure, quality_loss
-from profiling.results import Samples
 from profiling.units import size
 
 

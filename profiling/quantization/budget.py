@@ -31,6 +31,7 @@ from profiling.measure.cost import (
 )
 from profiling.quantization.measure import MIN_DECODE_SECONDS, MIN_TTFT_SECONDS
 from profiling.quantization.quality import EVAL_WINDOW
+from profiling.technique_kit.context import ExperimentContext
 
 
 def _prompt_tokens(plan: Any) -> list[int]:
@@ -98,7 +99,9 @@ def fit(
     return out
 
 
-def for_context(context: Any, plan: Any, variants: int, with_quality: bool, quick: Any) -> Costed:
+def for_context(
+    context: ExperimentContext, plan: Any, variants: int, with_quality: bool, quick: Any
+) -> Costed:
     """The plan costed for this run, and cut to its budget where it has one (CUDA)."""
     if context.budget_s is not None:
         return fit(plan, context.profile, variants, with_quality, context.budget_s, quick)

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling.advice_kit.advice_results import (
+from profiling.projection.calibration import assumed
+from profiling.projection.estimate import Deployment, Projection, Traffic, project
+from profiling.projection.precision import PRECISIONS, Precision, already_quantized
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     Change,
     Evidence,
@@ -20,11 +23,8 @@ from profiling.advice_kit.advice_results import (
     NotRecommended,
     Recommendation,
 )
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
-from profiling.projection.calibration import assumed
-from profiling.projection.estimate import Deployment, Projection, Traffic, project
-from profiling.projection.precision import PRECISIONS, Precision, already_quantized
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import MIN_GAIN, Outcome, capacity_changes, capacity_gain, ms
 from profiling.units import size
 
 CANDIDATES = ("fp8", "w8a8-int8", "int8-weight-only", "int4-weight-only")  # best quality first

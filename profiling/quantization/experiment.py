@@ -43,6 +43,7 @@ from profiling.quantization.results import (
     QuantizationResult,
     QuantVariant,
 )
+from profiling.technique_kit.context import ExperimentContext
 
 PHASE = "quantization"
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
@@ -217,7 +218,7 @@ def _report(progress: Progress | None, fraction: float, message: str) -> None:
 # -- wiring into the runner -------------------------------------------------------
 
 
-def runnable_specs(context: Any, plan: QuantPlan) -> list[Spec]:
+def runnable_specs(context: ExperimentContext, plan: QuantPlan) -> list[Spec]:
     """The variants whose method can run on this worker (the rest end at once as "not
     available", so they cost nothing)."""
     # torch: quantization.methods imports torch; kept out of the site's imports
@@ -230,8 +231,8 @@ def runnable_specs(context: Any, plan: QuantPlan) -> list[Spec]:
     return [s for s in specs if not METHODS[s.precision].unavailable(s.precision, request)]
 
 
-def run_for_context(context: Any) -> QuantizationResult:
-    """The experiment as the registry calls it (`context`: an ExperimentContext)."""
+def run_for_context(context: ExperimentContext) -> QuantizationResult:
+    """The experiment as the registry calls it."""
     # torch: quantization.budget imports torch; kept out of the site's imports
     from profiling.quantization import budget
 

@@ -8,8 +8,8 @@ quantization experiment; see `profiling.quantization.results.QUALITY_CONVENTION`
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import QualityTolerance
 from profiling.quantization.results import MEASURED, QuantizationResult, QuantVariant
+from profiling.technique_kit.advice_results import QualityTolerance
 
 MIN_TOP1_AGREEMENT = 0.95
 MAX_PERPLEXITY_INCREASE = 0.05

@@ -3,7 +3,11 @@ concurrency."""
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import (
+from profiling.measure.stats import Interval, ratio_interval, with_disagreement
+from profiling.projection.verdict import nearest_batch
+from profiling.speculative.estimate_advice import speculative_estimate
+from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
+from profiling.technique_kit.advice_results import (
     MEASURED,
     Change,
     Evidence,
@@ -12,12 +16,8 @@ from profiling.advice_kit.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import BOUND_MARGIN, Outcome, interval_fields, judged, ms
-from profiling.measure.stats import Interval, ratio_interval, with_disagreement
-from profiling.projection.verdict import nearest_batch
-from profiling.speculative.estimate_advice import speculative_estimate
-from profiling.speculative.results import PROMPT_LOOKUP, SpeculativeResult, SweepPoint
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import BOUND_MARGIN, Outcome, interval_fields, judged, ms
 from profiling.units import size
 
 

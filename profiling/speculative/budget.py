@@ -25,6 +25,7 @@ import math
 from typing import Any
 
 from profiling.measure.cost import CHARS_PER_TOKEN, MIN_REPEATS, Costed, cut_repeats, step_seconds
+from profiling.technique_kit.context import ExperimentContext
 
 __all__ = [
     "CHARS_PER_TOKEN", "CONFIRM_FACTOR", "MIN_REPEATS", "Costed", "estimate", "fit",
@@ -80,7 +81,7 @@ def fit(plan: Any, decode: list[Any], drafts: int, budget_s: float) -> Costed:
     return out
 
 
-def for_context(context: Any, plan: Any, drafts: int) -> Costed:
+def for_context(context: ExperimentContext, plan: Any, drafts: int) -> Costed:
     """The plan costed for this run, and cut to its budget where it has one (CUDA)."""
     decode = context.profile.decode
     if context.budget_s is not None:

@@ -14,16 +14,6 @@ share of it (the prompt chunks mixed into decode steps are not sped up).
 
 from __future__ import annotations
 
-from profiling.advice_kit.advice_results import (
-    ESTIMATED,
-    Change,
-    Evidence,
-    ExpectedEffect,
-    NotRecommended,
-    Recommendation,
-)
-from profiling.advice_kit.facts import Facts
-from profiling.advice_kit.rule_kit import MIN_GAIN, Outcome, ms, your_users
 from profiling.projection.speculation import (
     DRAFT_LENGTHS,
     draft_bytes,
@@ -32,6 +22,16 @@ from profiling.projection.speculation import (
     tokens_per_pass,
 )
 from profiling.projection.step_time import StepModel
+from profiling.technique_kit.advice_results import (
+    ESTIMATED,
+    Change,
+    Evidence,
+    ExpectedEffect,
+    NotRecommended,
+    Recommendation,
+)
+from profiling.technique_kit.facts import Facts
+from profiling.technique_kit.rule_kit import MIN_GAIN, Outcome, ms, your_users
 from profiling.units import size
 
 # Acceptance per drafted token assumed where the user gives none: not measured, a range

@@ -51,6 +51,7 @@ from profiling.speculative.results import (
     SweepPoint,
     VerifyCostPoint,
 )
+from profiling.technique_kit.context import ExperimentContext
 
 TRACE_PROMPT = -1  # the last prompt of the set: long, with phrases worth looking up
 PHASE = "speculative"
@@ -332,7 +333,7 @@ def _add_trace(
 # -- wiring into the runner -------------------------------------------------------
 
 
-def load_draft(context: Any, name: str) -> Draft:
+def load_draft(context: ExperimentContext, name: str) -> Draft:
     """Load draft `name` like the target (same device, dtype, roots and security checks)."""
     # torch: model.loading imports torch; kept out of the site's imports
     from profiling.model.loading import load
@@ -343,13 +344,13 @@ def load_draft(context: Any, name: str) -> Draft:
 
 
 def run_for_context(
-    context: Any,
+    context: ExperimentContext,
     *,
     draft_name: str | None = None,
     ks: list[int] | None = None,
     prompt_lookup: bool = True,
 ) -> SpeculativeResult:
-    """The experiment as the registry calls it (`context`: an ExperimentContext).
+    """The experiment as the registry calls it .
 
     The draft defaults to the target's known draft (`demo` -> `demo-draft`);
     without one only prompt lookup runs. Sizes follow `make_plan` from the

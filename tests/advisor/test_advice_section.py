@@ -16,7 +16,8 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from advisor.jobs.models import Job
-from profiling.advice_kit.advice_results import (
+from profiling.profile import Profile
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Advice,
@@ -28,7 +29,6 @@ from profiling.advice_kit.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.profile import Profile
 from tests.advisor.quantdata import quantization_result, with_quantization
 
 pytestmark = pytest.mark.django_db

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from profiling.advice.build import advise_profile, facts_of
-from profiling.advice_kit.advice_results import NotRecommended, Recommendation
 from profiling.engine.advice import engine_outcomes, recommended_flags
 from profiling.profile import Profile
 from profiling.quantization.tolerance import DEFAULT_TOLERANCE
+from profiling.technique_kit.advice_results import NotRecommended, Recommendation
 
 STORED = json.loads(
     (Path(__file__).parents[1] / "advisor" / "fixtures" / "cli_engine.json").read_text()

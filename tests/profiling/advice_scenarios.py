@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from profiling import serde
-from profiling.advice_kit.advice_results import Advice
 from profiling.caching.results import CachingResult, PrefixPoint, PromptSampleReuse
 from profiling.config import Workload
 from profiling.measure import hardware
@@ -31,6 +30,7 @@ from profiling.speculative.results import (
     SpeculativeResult,
     SweepPoint,
 )
+from profiling.technique_kit.advice_results import Advice
 
 WORKLOAD = Workload(prompt_tokens=512, output_tokens=128, concurrency=8)
 

@@ -16,7 +16,6 @@ import pytest
 
 from profiling import cli
 from profiling.advice.build import advise_profile
-from profiling.advice_kit.advice_results import Advice, PredictionPoint
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.quantization.results import (
@@ -24,6 +23,7 @@ from profiling.quantization.results import (
 )
 from profiling.quantization.tolerance import MAX_PERPLEXITY_INCREASE, MIN_TOP1_AGREEMENT
 from profiling.results import Samples
+from profiling.technique_kit.advice_results import Advice, PredictionPoint
 from tests.profiling.advice_scenarios import (
     add_experiment,
     caching_result,
@@ -421,7 +421,7 @@ def test_a_quantized_variant_slower_than_the_reference_is_called_slower(
 
 
 def test_a_gain_well_under_one_is_never_called_about_the_same() -> None:
-    from profiling.advice_kit.rule_kit import weak
+    from profiling.technique_kit.rule_kit import weak
 
     assert weak("caching", 0.38, "TTFT cold / warm", "k").why.endswith("0.38×, slower than without")
     assert weak("caching", 0.98, "TTFT cold / warm", "k").why.endswith("0.98×, about the same")

@@ -9,8 +9,9 @@ import pytest
 import torch
 from transformers import LlamaForCausalLM
 
+from profiling.baseline import plan as baseline_plan
+from profiling.baseline import sweeps as baseline
 from profiling.config import Workload
-from profiling.experiments import baseline, baseline_plan
 from profiling.measure import decode_path, hardware
 from profiling.model.loading import Source, model_info
 from profiling.model.memory import weights_bytes

@@ -10,7 +10,6 @@ import sys
 
 import pytest
 
-from profiling.advice_kit.advice_results import NotRecommended, Recommendation
 from profiling.caching.conversations import engine_check
 from profiling.caching.offload import host_tier_advice
 from profiling.measure.bandwidth import host_to_device
@@ -28,6 +27,7 @@ from profiling.projection.host_tier import (
     worker_memory_bytes,
 )
 from profiling.projection.step_time import StepModel
+from profiling.technique_kit.advice_results import NotRecommended, Recommendation
 from profiling.units import GIB
 from tests.profiling.test_conversations import turns_file
 

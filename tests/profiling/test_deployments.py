@@ -7,7 +7,6 @@ import pytest
 
 from profiling.advice.build import estimate_report
 from profiling.advice.ranking import meets, rank
-from profiling.advice_kit.advice_results import ESTIMATED, Change, ExpectedEffect, Recommendation
 from profiling.config import Hardware, Workload
 from profiling.measure import hardware
 from profiling.measure.hardware_prices import price
@@ -20,6 +19,7 @@ from profiling.projection.estimate import shipped_configs
 from profiling.projection.search import Scenario, serve
 from profiling.projection.speculation import verify_seconds
 from profiling.projection.step_time import StepModel
+from profiling.technique_kit.advice_results import ESTIMATED, Change, ExpectedEffect, Recommendation
 
 H100 = hardware.lookup("H100")
 

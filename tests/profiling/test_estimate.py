@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from profiling.baseline.plan import make_plan
 from profiling.config import Workload
-from profiling.experiments.baseline_plan import make_plan
 from profiling.measure import hardware
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import (

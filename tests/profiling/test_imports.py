@@ -22,7 +22,7 @@ print(json.dumps({"modules": names, "banned": banned}))
 IMPORT_LIGHT = """
 import json, sys
 import profiling, profiling.config, profiling.results, profiling.measure.hardware, profiling.serde
-import profiling.errors, profiling.projection.verdict, profiling.experiments
+import profiling.errors, profiling.projection.verdict, profiling.baseline
 import profiling.measure.timing
 import profiling.quantization.results, profiling.quantization.report
 import profiling.quantization.experiment

@@ -6,7 +6,6 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from profiling.advice_kit.facts import Facts
 from profiling.config import Workload
 from profiling.measure import hardware
 from profiling.model.memory import (
@@ -25,6 +24,7 @@ from profiling.projection.fit import (
     fit_check,
     usable_bytes,
 )
+from profiling.technique_kit.facts import Facts
 from profiling.units import GIB
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

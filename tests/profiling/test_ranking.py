@@ -35,7 +35,12 @@ from profiling.advice.ranking import (
     screen,
     uncertainty_note,
 )
-from profiling.advice_kit.advice_results import (
+from profiling.config import Workload
+from profiling.measure import hardware
+from profiling.model.shapes import Shapes
+from profiling.profile import Profile
+from profiling.projection.estimate import shipped_configs
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Change,
@@ -43,11 +48,6 @@ from profiling.advice_kit.advice_results import (
     ExpectedEffect,
     Recommendation,
 )
-from profiling.config import Workload
-from profiling.measure import hardware
-from profiling.model.shapes import Shapes
-from profiling.profile import Profile
-from profiling.projection.estimate import shipped_configs
 
 ROOT = Path(__file__).resolve().parents[2]
 STORED = sorted((ROOT / "tests" / "advisor" / "fixtures").glob("cli_*.json")) + [

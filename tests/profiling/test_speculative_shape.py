@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import torch
 
+from profiling.baseline import sweeps as baseline
 from profiling.config import ProfileConfig
-from profiling.experiments import baseline
 from profiling.measure import decode_path
 from profiling.measure.timing import CpuClock
 from profiling.model import loading
@@ -110,6 +110,6 @@ def test_the_one_token_step_runs_the_baselines_decode_step_exactly(demo) -> None
 
 
 def _plan() -> Any:
-    from profiling.experiments.baseline_plan import Plan
+    from profiling.baseline.plan import Plan
 
     return Plan([CONTEXT], [1], [BATCH], [CONTEXT], warmup=1, repeats=3)

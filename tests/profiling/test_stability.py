@@ -11,7 +11,8 @@ from __future__ import annotations
 import pytest
 
 from profiling.advice.stability import near_the_bar, stability_rate
-from profiling.advice_kit.advice_results import (
+from profiling.measure.stats import rerun_misses
+from profiling.technique_kit.advice_results import (
     ESTIMATED,
     MEASURED,
     Advice,
@@ -20,7 +21,6 @@ from profiling.advice_kit.advice_results import (
     QualityTolerance,
     Recommendation,
 )
-from profiling.measure.stats import rerun_misses
 
 
 def advice_with(measured_win: str = "", inconclusive: str = "") -> Advice:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from profiling.advice_kit.advice_results import ESTIMATED, MEASURED
 from profiling.config import Workload
 from profiling.measure import hardware
 from profiling.measure.hardware import GPU
@@ -23,6 +22,7 @@ from profiling.projection.fit import Footprint, activation_bytes, fit_check
 from profiling.projection.serving import Served
 from profiling.projection.verdict import nearest_batch
 from profiling.results import DecodePoint, FitCheck, PrefillPoint
+from profiling.technique_kit.advice_results import ESTIMATED, MEASURED
 
 
 @dataclass

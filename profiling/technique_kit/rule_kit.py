@@ -3,17 +3,17 @@ the outcome types, the capacity arithmetic of smaller weights, and the numbers'
 text in the advice's sentences (through `profiling.units`, as the report's are).
 
 Below the techniques and above the measurements: a rule (`profiling/<technique>/
-advice.py`) reads `profiling.advice_kit.facts.Facts` and its own typed result, and builds
-`profiling.advice_kit.advice_results` types with these helpers.
+advice.py`) reads `profiling.technique_kit.facts.Facts` and its own typed result, and builds
+`profiling.technique_kit.advice_results` types with these helpers.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from profiling.advice_kit.advice_results import Change, NotRecommended, Recommendation
-from profiling.advice_kit.facts import Facts
 from profiling.measure.stats import WORSE, Interval
+from profiling.technique_kit.advice_results import Change, NotRecommended, Recommendation
+from profiling.technique_kit.facts import Facts
 from profiling.units import significant
 
 MIN_GAIN = 1.05

@@ -1,25 +1,36 @@
-"""The baseline's sweeps (`baseline.py`, `baseline_plan.py`), and what every optional
-experiment is given.
+"""What every optional experiment is given: `ExperimentContext`.
 
-The baseline (prefill and decode sweeps) always runs, called by the runner
-directly. The optional experiments live in their technique's folder
-(`profiling/<technique>/experiment.py`) and are listed in `profiling.techniques`:
-a name the config asks for that has no experiment there is refused with a
-`ConfigError`, so nothing ever reports results it did not measure. An
-experiment is a function `(ExperimentContext) -> result`; its typed result is
-stored under its name in `Profile.experiments`.
+Here, below the technique folders, so that each technique's `experiment.py` names the type
+it is called with. The baseline profile it reads is `Baseline`: the measured figures a
+technique's plan is costed from and sized by, which `profiling.profile.Profile` has (the
+technique folders never import the profile itself). The loaded model's type is named for
+the checker only: importing `profiling.model.loading` imports torch, and this module is
+imported where torch is not wanted.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from profiling.config import ProfileConfig
 from profiling.measure.progress import Progress
 from profiling.measure.timing import Clock
-from profiling.profile import Profile
+from profiling.model.info import ModelInfo
+from profiling.results import DecodePoint, Environment, MemoryResult, PrefillPoint
+
+if TYPE_CHECKING:  # torch: profiling.model.loading imports it
+    from profiling.model.loading import Loaded
+
+
+class Baseline(Protocol):
+    """The baseline an experiment reads: what was loaded, where, its memory and its sweeps."""
+
+    model: ModelInfo
+    environment: Environment
+    memory: MemoryResult
+    prefill: list[PrefillPoint]
+    decode: list[DecodePoint]
 
 
 @dataclass
@@ -27,12 +38,12 @@ class ExperimentContext:
     """What an optional experiment gets: the loaded model and the baseline."""
 
     config: ProfileConfig
-    loaded: Any  # profiling.model.loading.Loaded
+    loaded: Loaded
     device: str
     dtype: str
     clock: Clock
     progress: Progress  # fraction 0..1 of this experiment's own share
-    profile: Profile  # the baseline profile measured so far
+    profile: Baseline  # the baseline profile measured so far
     # Where an experiment may leave files for a later step of the same run (the
     # quantization's GPTQ checkpoint for the engine), and what it left there by name;
     # None when no later step asked for any. Deleted when the run ends.
@@ -44,6 +55,3 @@ class ExperimentContext:
     # The baseline's compiled forward of the loaded model (profiling.measure.decode_path),
     # so an experiment timing decode steps on the same path reuses it, not compiles again.
     compiled: dict[str, Any] = field(default_factory=dict)
-
-
-Experiment = Callable[[ExperimentContext], Any]  # a technique's typed result

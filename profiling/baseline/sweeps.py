@@ -31,8 +31,8 @@ from typing import Any
 
 import torch
 
+from profiling.baseline.plan import Plan
 from profiling.errors import OutOfMemory, is_out_of_memory
-from profiling.experiments.baseline_plan import Plan
 from profiling.measure import decode_path
 from profiling.measure.hardware import GPU
 from profiling.measure.progress import Progress, no_progress
