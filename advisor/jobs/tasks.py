@@ -20,7 +20,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import DatabaseError, close_old_connections
 
-from advisor.jobs import child, gpus, spec
+from advisor.jobs import child, gpus, profile_config
 from advisor.jobs.models import Job
 from profiling.config import ConfigError
 
@@ -97,7 +97,7 @@ def run_job(self: Any, job_id: int) -> str:
 def _run_child(job: Job, lease: str, clock: LeaseClock | None = None) -> child.Outcome:
     clock = clock or LeaseClock()
     # The config reads the row's uploads (a prompt sample, conversations) from the database.
-    config = retried(lambda: spec.config_for(job), clock, f"job {job.pk}: its config")
+    config = retried(lambda: profile_config.config_for(job), clock, f"job {job.pk}: its config")
     devices = gpus.declared(settings.ADVISOR_WORKER_GPUS)
     with (
         gpus.lease(

@@ -106,9 +106,9 @@ def run_speculative(
         _check_draft(target_tokenizer, draft, config_only)
     prompt_set = prompts if isinstance(prompts, PromptSet) else PromptSet(0, list(prompts))
     ids = encode_prompts(target_tokenizer, prompt_set.prompts, _vocab_size(target))
-    job = _Job(target, draft, ids, max_new_tokens, clock or clock_for(device), warmup, repeats)
-    job.compiled = {} if compiled is None else compiled
-    job.timings.paired = not device.startswith("cuda")  # a GPU is not shared: time once
+    bench = _Bench(target, draft, ids, max_new_tokens, clock or clock_for(device), warmup, repeats)
+    bench.compiled = {} if compiled is None else compiled
+    bench.timings.paired = not device.startswith("cuda")  # a GPU is not shared: time once
     tick = ticker(progress, PHASE, _units(ks, batch_sizes, draft, prompt_lookup, config_only))
     result = SpeculativeResult(
         target=target_name,
@@ -120,13 +120,13 @@ def run_speculative(
         draft_memory=_draft_memory(draft, prompt_lookup),
         sweeps=[],
         best_k=[],
-        verify_cost=[p for b in batch_sizes for p in job.verify_cost(ks, b, tick)],
+        verify_cost=[p for b in batch_sizes for p in bench.verify_cost(ks, b, tick)],
     )
     if not config_only:  # random weights: acceptance and speedup would be noise
-        result.sweeps = job.sweeps(ks, batch_sizes, prompt_lookup, tick)
+        result.sweeps = bench.sweeps(ks, batch_sizes, prompt_lookup, tick)
         result.best_k = best_k(result.sweeps)
-        result.confirmations = job.confirm(result.sweeps, prompt_lookup, tick)
-        _add_trace(result, job, target_tokenizer, prompt_set.prompts, trace_k)
+        result.confirmations = bench.confirm(result.sweeps, prompt_lookup, tick)
+        _add_trace(result, bench, target_tokenizer, prompt_set.prompts, trace_k)
     result.finding = finding(result)
     result.timing_note = timing_note(result)
     result.warnings = warnings_for(result)
@@ -195,7 +195,7 @@ def _units(
     return len(batches) * (1 + drafts * len(ks)) + confirmations
 
 
-class _Job:
+class _Bench:
     """The loaded models and the prompt ids one experiment run works on."""
 
     def __init__(
@@ -314,7 +314,7 @@ class _Job:
 
 def _add_trace(
     result: SpeculativeResult,
-    job: _Job,
+    bench: _Bench,
     tokenizer: Any | None,
     prompts: list[str],
     trace_k: int | None,
@@ -326,7 +326,7 @@ def _add_trace(
         return
     name = result.sweeps[0].draft  # the draft model when there is one
     k = trace_k or best_at(result.best_k, name, 1, result.sweeps[0].k)
-    result.trace = trace_steps(job.trace(name, k, TRACE_PROMPT), tokenizer)
+    result.trace = trace_steps(bench.trace(name, k, TRACE_PROMPT), tokenizer)
     result.trace_draft, result.trace_k, result.trace_prompt = name, k, prompts[TRACE_PROMPT]
 
 

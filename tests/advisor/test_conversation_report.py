@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from advisor.jobs.spec import config_for
+from advisor.jobs.profile_config import config_for
 from advisor.jobs.submission import check
 from profiling.advice.conversations import attach_conversations
 from profiling.advice.summary import render_summary

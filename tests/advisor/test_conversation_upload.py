@@ -15,7 +15,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 
-from advisor.jobs import spec, submission
+from advisor.jobs import profile_config, submission
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import ConversationFile, Job
 from advisor.jobs.request import JobRequest
@@ -61,7 +61,7 @@ def test_a_conversation_file_is_checked_and_kept_with_the_job(cpu_worker):
     assert kept.turn_count == 3  # as the replay cuts them (the report's summary says 3)
     assert kept.sha256 == hashlib.sha256(CHATS).hexdigest()
     # The worker's config carries the file's text and name, and nothing else changes.
-    config = spec.config_for(job)
+    config = profile_config.config_for(job)
     assert (config.conversations, config.conversations_name) == (CHATS.decode(), "chats.jsonl")
     assert parse_conversations(config.conversations) == parse_conversations(CHATS)
 

@@ -30,7 +30,7 @@ def test_vllm_is_refused_while_no_live_worker_has_it(cpu_worker):
 
 
 def test_a_worker_that_announces_vllm_makes_it_a_choice_that_reaches_the_config(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     cpu_worker.engines = {"vllm": "0.32.0"}
     cpu_worker.save()

@@ -50,7 +50,7 @@ def test_bad_k_values_get_an_error_on_their_field(cpu_worker, value, words):
 @pytest.mark.parametrize(("quick", "ks"), [(True, [1, 2, 4]), (False, [1, 2, 3, 4, 6, 8])])
 def test_blank_k_values_sweep_what_the_library_sweeps(cpu_worker, quick, ks):
     """One default for the site and the CLI: blank K is the experiment's own sweep."""
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
     from profiling.speculative.experiment import make_plan
 
     data = form_data(run_speculative="on", spec_ks=" ")
@@ -98,7 +98,7 @@ def test_the_form_page_has_a_speculative_fieldset(cpu_worker):
 
 
 def test_config_for_maps_the_speculative_fields(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     form = JobForm(
         form_data(run_speculative="on", draft_model="demo-draft", spec_ks="4,1", prompt_lookup="")
@@ -110,7 +110,7 @@ def test_config_for_maps_the_speculative_fields(cpu_worker):
 
 
 def test_config_for_without_speculative_runs_no_experiment(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     config = config_for(Job(model_name="demo"))
     assert config.experiments == [] and config.draft is None
@@ -173,7 +173,7 @@ def test_unknown_quantization_names_are_refused_on_their_field(cpu_worker, field
 
 
 def test_config_for_maps_the_quantization_fields(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     form = JobForm(
         form_data(
@@ -188,7 +188,7 @@ def test_config_for_maps_the_quantization_fields(cpu_worker):
 
 
 def test_a_row_with_blank_precisions_leaves_the_default_to_the_library(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     config = config_for(Job(model_name="demo", run_quantization=True))
     assert config.experiments == ["quantization"]
@@ -330,7 +330,7 @@ def test_an_unknown_tp_measure_is_refused_on_its_field(cpu_worker, value):
 
 
 def test_config_for_reads_the_sample_tp_measure_and_experiments_from_the_database(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     form = JobForm(
         form_data(run_parallel="on", tp_measure="2", run_quantization="on",
@@ -348,7 +348,7 @@ def test_config_for_reads_the_sample_tp_measure_and_experiments_from_the_databas
 
 
 def test_config_for_an_unsaved_job_uses_the_sample_the_form_parsed(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     form = JobForm(form_data(), upload(b"one\ntwo\n"))
     assert form.is_valid(), form.errors
@@ -358,7 +358,7 @@ def test_config_for_an_unsaved_job_uses_the_sample_the_form_parsed(cpu_worker):
 
 
 def test_a_sample_is_left_out_of_the_config_when_caching_is_off(cpu_worker):
-    from advisor.jobs.spec import config_for
+    from advisor.jobs.profile_config import config_for
 
     job = Job.objects.create(model_name="demo", run_parallel=True, tp_measure=0)
     PromptSample.objects.create(job=job, prompts=["x"], prompt_count=1, size_bytes=2, sha256="0")

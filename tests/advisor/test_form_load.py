@@ -11,7 +11,7 @@ from django.test import Client
 
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job, Worker
-from advisor.jobs.spec import config_for
+from advisor.jobs.profile_config import config_for
 from profiling.options import OPTIONS
 from tests.advisor.formdata import demo_form
 

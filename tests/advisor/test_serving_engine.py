@@ -11,7 +11,7 @@ import pytest
 
 from advisor.jobs.forms import DEPLOYMENT_DETAILS, JobForm
 from advisor.jobs.models import Job
-from advisor.jobs.spec import config_for
+from advisor.jobs.profile_config import config_for
 from tests.advisor.formdata import demo_form
 from tests.advisor.pages import post_form, report_html
 

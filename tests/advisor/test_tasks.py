@@ -11,7 +11,7 @@ import psutil
 import pytest
 from django.conf import settings
 
-from advisor.jobs import child, dispatch, spec
+from advisor.jobs import child, dispatch, profile_config
 from advisor.jobs.models import Job, Worker
 from profiling.config import ConfigError, ProfileConfig
 from profiling.profile import Profile
@@ -190,7 +190,7 @@ def test_a_row_becomes_the_config_the_child_runs(settings):
         quick=False, gpu_kind="H100-SXM", gpu_count=2, prompt_tokens=900, shared_prefix_tokens=100,
         tpot_ms=40.0, stated_bottleneck=Job.Bottleneck.MEMORY,
     )  # fmt: skip
-    config = spec.config_for(job)
+    config = profile_config.config_for(job)
     assert (config.model, config.source, config.device, config.dtype) == (
         "/models/llama", "local", "auto", "bfloat16"
     )  # fmt: skip
@@ -203,7 +203,7 @@ def test_a_row_becomes_the_config_the_child_runs(settings):
 def test_a_row_the_library_rejects_fails_before_any_child_starts():
     job = Job(model_name="demo", prompt_tokens=10, shared_prefix_tokens=20)
     with pytest.raises(ConfigError, match="shared_prefix_tokens"):
-        spec.config_for(job)
+        profile_config.config_for(job)
 
 
 def test_a_database_call_retries_with_doubling_waits_until_the_lease_runs_out(settings) -> None:
