@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from profiling.projection import block_cache as bc  # noqa: E402
-from profiling.projection.conversations import SyntheticSpec, synthetic  # noqa: E402
+from profiling.projection.conversation_workloads import SyntheticSpec, synthetic  # noqa: E402
 
 GOAL_SECONDS = 2.0
 

@@ -47,7 +47,7 @@ from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_
 from profiling.estimate_cli import render_deployments
 from profiling.fleet_cli import render_fleet
 from profiling.options import parse_ints, parse_names
-from profiling.projection.conversations import read_conversation_file
+from profiling.projection.conversation_workloads import read_conversation_file
 
 if TYPE_CHECKING:
     from profiling.profile import Profile

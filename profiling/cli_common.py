@@ -22,7 +22,7 @@ from profiling.config import (
 )
 from profiling.measure import hardware
 from profiling.options import BOOL, CHOICE, FLOAT, INT, INTS, NAMES, Option, family
-from profiling.projection.conversations import MAX_TURNS
+from profiling.projection.conversation_workloads import MAX_TURNS
 
 
 def add_option_flags(p: argparse.ArgumentParser, *families: str) -> None:
@@ -44,7 +44,8 @@ def add_workload_flags(p: argparse.ArgumentParser) -> None:
 
 def add_conversations_flag(p: argparse.ArgumentParser, needs: str = "") -> None:
     """`--conversations FILE`, said once for `profile` and `estimate` (both read it with
-    `profiling.projection.conversations.read_conversation_file`, as the site reads an upload)."""
+    `profiling.projection.conversation_workloads.read_conversation_file`, as the site reads
+    an upload)."""
     p.add_argument(
         "--conversations", metavar="FILE",
         help="your conversations, JSON Lines (OpenAI chat messages or ShareGPT), up to "

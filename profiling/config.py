@@ -187,7 +187,7 @@ class ProfileConfig:
     # rendered to one string each there). Empty: no sample.
     prompt_sample: list[str] = field(default_factory=list)
     # Conversations: the text of the user's JSON Lines file (parsed on the worker by
-    # profiling.projection.conversations, tokenized with the model's tokenizer) and the
+    # profiling.projection.conversation_workloads, tokenized with the model's tokenizer) and the
     # file's name; empty: the workload's synthetic conversations, if it has turns.
     conversations: str = ""
     conversations_name: str = ""

@@ -19,10 +19,10 @@ from typing import Any
 
 from profiling import fleet_cli, serde
 from profiling.advice.build import estimate_report
-from profiling.advice.conversations import add_to_advice
+from profiling.advice.job_conversations import add_to_advice
 from profiling.advice.text import render_advice, render_predictions
-from profiling.caching import conversations as chats
-from profiling.caching.conversations import render_conversations
+from profiling.caching import conversation_estimate as chats
+from profiling.caching.conversation_estimate import render_conversations
 from profiling.cli_common import (
     add_conversations_flag,
     add_workload_flags,

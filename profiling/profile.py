@@ -77,7 +77,7 @@ class Profile:
     predictions: list[PredictionPoint] | None = None
     # The same model measured on the serving engine (`--engine vllm`); None otherwise.
     engine: EngineResult | None = None
-    # The eager-mode verdict, kept when the engine's replaced it (profiling.engine.verdict).
+    # The eager-mode verdict, kept when the engine's replaced it (profiling.engine.engine_verdict).
     eager_verdict: PhaseVerdict | None = None
     # Wall time of each phase, in the order they ran: "load", "baseline" (with the memory
     # readings), each experiment by name, "engine". Empty in results written before.
@@ -86,7 +86,7 @@ class Profile:
     # from the baseline's measurements), by name; only experiments that cost their plan.
     planned_seconds: dict[str, float] = field(default_factory=dict)
     # The conversation workload's prefix-cache replay and host-tier projection, the JSON
-    # of the estimate's section (`profiling.caching.conversations`); None without one.
+    # of the estimate's section (`profiling.caching.conversation_estimate`); None without one.
     conversations: dict[str, Any] | None = None
     # The fleet for the job's target load (`profiling.advice.fleet`: the JSON of
     # `profiling.projection.fleet.Fleet`, each row with its launch command); None without one.

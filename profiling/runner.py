@@ -19,13 +19,13 @@ from typing import Any
 import torch
 
 from profiling.advice.build import advise_profile, profile_predictions
-from profiling.advice.conversations import attach_all, profile_chats
 from profiling.advice.fleet import fleet_of
+from profiling.advice.job_conversations import attach_all, profile_chats
 from profiling.baseline import plan as baseline_plan
 from profiling.baseline import sweeps as baseline
 from profiling.config import ConfigError, ProfileConfig
+from profiling.engine.engine_verdict import engine_verdict
 from profiling.engine.for_profile import run_for_profile
-from profiling.engine.verdict import engine_verdict
 from profiling.errors import OutOfMemory, ProfilingError, is_out_of_memory
 from profiling.measure import bandwidth, environment, hardware, timing
 from profiling.measure.environment import device_description

@@ -1,7 +1,7 @@
 """An uploaded conversation file → an unsaved `ConversationFile`, checked with the
 library's parser, and the new-job form's field for it.
 
-The parser is the CLI's (`estimate --conversations`, `profiling.projection.conversations`),
+The parser is the CLI's (`estimate --conversations`, `profiling.projection.conversation_workloads`),
 so a file refused here is refused there in the same words, line number included. The
 upload's size is checked before it is read; the request only parses, and the worker
 parses the stored text again and tokenizes it with the model's own tokenizer. Nothing
@@ -21,7 +21,7 @@ from advisor.jobs.models import ConversationFile
 from advisor.jobs.samples import FILENAME_MAX, refusal
 from profiling import units
 from profiling.config import CONVERSATIONS_MAX_BYTES
-from profiling.projection.conversations import (
+from profiling.projection.conversation_workloads import (
     MAX_TURNS,
     ConversationError,
     decode,

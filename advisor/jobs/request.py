@@ -29,7 +29,7 @@ from profiling.options import (
     TEXT,
     Option,
 )
-from profiling.projection.conversations import MAX_TURNS
+from profiling.projection.conversation_workloads import MAX_TURNS
 from profiling.text import text_problem
 
 

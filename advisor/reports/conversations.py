@@ -2,7 +2,7 @@
 GPUs' KV capacity and the host-memory tier marked, and what the tier is worth.
 
 Built from `Profile.conversations`, the estimate's own section JSON
-(`profiling.caching.conversations`), so the page and `estimate` say the same figures:
+(`profiling.caching.conversation_estimate`), so the page and `estimate` say the same figures:
 the chart's point at the GPUs' capacity is the replay at that capacity (the curve is
 replayed with it as a mark), and the tier's point is its own replay. Capacities are
 drawn in GiB of KV per engine copy (tokens × the KV bytes of a token), the unit the
@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.charts_base import GIB, PALETTE, Figure, base_layout
-from profiling.caching.conversations import hit_check_line
+from profiling.caching.conversation_estimate import hit_check_line
 from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 from profiling.units import ms, pct, size, tok_s
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from profiling.advice.text import render_advice
-from profiling.caching.conversations import render_conversations
+from profiling.caching.conversation_estimate import render_conversations
 from profiling.profile import Profile
 from profiling.units import pct, size
 

@@ -38,7 +38,7 @@ from profiling.measure.timing import Clock
 from profiling.model.shapes import Shapes
 from profiling.projection import block_cache as bc
 from profiling.projection.calibration import Measured, leave_one_out
-from profiling.projection.conversations import Conversation, in_vocab
+from profiling.projection.conversation_workloads import Conversation, in_vocab
 from profiling.projection.step_time import StepModel
 from profiling.results import Samples
 

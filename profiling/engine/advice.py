@@ -15,8 +15,8 @@ import shlex
 from typing import Any
 
 from profiling.engine import ENGINES
+from profiling.engine.engine_verdict import point_at
 from profiling.engine.results import EngineResult, PrefixCachingResult, ServingPoint
-from profiling.engine.verdict import point_at
 from profiling.measure.stats import Interval
 from profiling.technique_kit.advice_results import (
     Change,

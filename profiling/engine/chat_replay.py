@@ -19,7 +19,7 @@ not begin with the blocks the engine cached, nor with the blocks the projection 
 `Replayed.sent` holds the conversations exactly as sent, for the projection to replay.
 
 Ids outside the model's vocabulary (synthetic conversations are made of negative and
-large ids, `profiling.projection.conversations.synthetic`) are mapped into it by
+large ids, `profiling.projection.conversation_workloads.synthetic`) are mapped into it by
 `in_vocab` there, as the hit check maps them. vLLM has no
 multi-turn client in its wheel (its `benchmarks/multi_turn` is in the source tree
 only), so this one uses the standard library: it runs in the profile's process.
@@ -38,7 +38,7 @@ from typing import Any
 
 from profiling.engine.chat_results import TurnSample
 from profiling.engine.server import EngineFailed
-from profiling.projection.conversations import Conversation, Turn, in_vocab
+from profiling.projection.conversation_workloads import Conversation, Turn, in_vocab
 
 TIMEOUT_S = 300
 

@@ -11,7 +11,7 @@ stopped (always, under `_guard.py`):
   checkpoint when the quantization experiment saved one);
 - tensor parallelism over two ranks when asked;
 - the profile's conversations, turn by turn, on the reference server, and on a GPU again
-  on a server with a host-memory KV tier (`profiling.engine.conversations`).
+  on a server with a host-memory KV tier (`profiling.engine.conversation_replay`).
 A configuration the engine cannot start or finish is recorded as
 "engine failed: <its reason>" and the rest of the profile stands.
 """
@@ -28,7 +28,7 @@ from pathlib import Path
 
 from profiling.engine import ENGINES, bench, client
 from profiling.engine.chat_results import RAN
-from profiling.engine.conversations import offload_replay, reference_replay
+from profiling.engine.conversation_replay import offload_replay, reference_replay
 from profiling.engine.interface import Engine
 from profiling.engine.plan import CHECK_PROMPTS, CHECK_TOKENS, EVAL_WINDOW, NGRAM, EnginePlan
 from profiling.engine.results import EngineResult, Launch, ServingPoint
@@ -39,7 +39,7 @@ from profiling.engine.techniques import (
     measure_tensor_parallel,
     prefix_result,
 )
-from profiling.projection.conversations import Conversation
+from profiling.projection.conversation_workloads import Conversation
 
 Progress = Callable[[str, float, str], None]
 

@@ -14,7 +14,7 @@ from profiling.engine.results import EngineResult
 from profiling.model.loading import resolve
 from profiling.model.prompts import load_eval_text, load_prompts
 from profiling.model.shapes import Shapes
-from profiling.projection.conversations import Conversation
+from profiling.projection.conversation_workloads import Conversation
 from profiling.projection.host_tier import host_bytes_of
 from profiling.speculative.experiment import default_draft_name
 

@@ -207,7 +207,7 @@ class EngineResult:
     speculative: list[SpeculativePoint] = field(default_factory=list)
     quantization: list[EngineQuantization] = field(default_factory=list)
     tensor_parallel: TensorParallelPoint | None = None
-    # The profile's conversations replayed turn by turn (`profiling.engine.conversations`).
+    # The profile's conversations replayed turn by turn (`profiling.engine.conversation_replay`).
     conversations: EngineConversations | None = None
     launches: list[Launch] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)  # "engine failed: <reason>" per part

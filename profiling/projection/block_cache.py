@@ -31,7 +31,7 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from profiling.projection.conversations import Conversation
+from profiling.projection.conversation_workloads import Conversation
 
 BLOCK_SIZE = 16  # vLLM's default (`--block-size`, CacheConfig.block_size on CUDA)
 

@@ -23,7 +23,7 @@ from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.projection import block_cache as bc
 from profiling.projection.calibration import Calibration
-from profiling.projection.conversations import Conversation, ConversationSummary, summarize
+from profiling.projection.conversation_workloads import Conversation, ConversationSummary, summarize
 from profiling.projection.engines import EngineLimits, limits
 from profiling.projection.estimate import Deployment, Projection, Traffic, project
 from profiling.projection.fit import activation_bytes

@@ -13,7 +13,7 @@ import pytest
 
 from advisor.jobs.profile_config import config_for
 from advisor.jobs.submission import check
-from profiling.advice.conversations import attach_conversations
+from profiling.advice.job_conversations import attach_conversations
 from profiling.advice.summary import render_summary
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
@@ -135,7 +135,7 @@ def test_without_a_gpu_the_conversations_are_a_warning_not_a_section(client):
 def test_without_a_gpu_the_hit_check_measured_on_the_worker_is_on_the_page(client):
     # What a CPU worker keeps of a conversation file when no GPU is named: the warm TTFT
     # measured at the replay's hit positions against the projection fitted on the worker.
-    from profiling.caching.conversations import hit_check_line
+    from profiling.caching.conversation_estimate import hit_check_line
     from profiling.caching.hit_check import AGREES, HitCheck, HitPoint, Projected
     from profiling.results import Samples
 
@@ -194,7 +194,7 @@ def test_bad_conversation_values_are_refused_on_their_field(cpu_worker, field, v
 
 
 def test_the_engines_replay_is_a_row_beside_the_projection_and_its_offload_another(client):
-    from profiling.advice.conversations import attach_engine_replay
+    from profiling.advice.job_conversations import attach_engine_replay
     from profiling.engine.results import EngineResult
     from profiling.projection.host_tier import OFFLOAD_CPU_REASON
     from tests.engine.test_chat_replay import sample_result

@@ -19,10 +19,14 @@ from advisor.jobs import profile_config, submission
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import ConversationFile, Job
 from advisor.jobs.request import JobRequest
-from profiling.advice.conversations import attach_conversations, read_chats
+from profiling.advice.job_conversations import attach_conversations, read_chats
 from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.profile import Profile
-from profiling.projection.conversations import MAX_TURNS, ConversationError, parse_conversations
+from profiling.projection.conversation_workloads import (
+    MAX_TURNS,
+    ConversationError,
+    parse_conversations,
+)
 from tests.advisor.formdata import demo_form
 from tests.advisor.pages import csrf_token
 from tests.advisor.test_charts import real_demo_profile

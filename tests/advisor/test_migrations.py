@@ -58,7 +58,7 @@ def test_kept_parts_become_variants_and_back():
 
 @pytest.mark.django_db(transaction=True)
 def test_conversation_files_kept_before_turn_counts_get_theirs():
-    from profiling.projection.conversations import MAX_TURNS
+    from profiling.projection.conversation_workloads import MAX_TURNS
     from tests.advisor.test_conversation_upload import CHATS
     from tests.profiling.test_conversations import turns_file
 

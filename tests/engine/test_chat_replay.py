@@ -11,7 +11,7 @@ import threading
 import pytest
 
 from profiling import serde
-from profiling.caching.conversations import render_conversations
+from profiling.caching.conversation_estimate import render_conversations
 from profiling.engine import chat_replay, vllm
 from profiling.engine.chat_results import (
     NOT_APPLICABLE,
@@ -20,12 +20,12 @@ from profiling.engine.chat_results import (
     OffloadCounters,
     TurnSample,
 )
-from profiling.engine.conversations import offload_counters, offload_plan, projected_hit_rate
+from profiling.engine.conversation_replay import offload_counters, offload_plan, projected_hit_rate
 from profiling.engine.for_profile import offload_bytes
 from profiling.engine.metrics import by_label, parse_metrics
 from profiling.engine.results import EngineResult
 from profiling.engine.server import EngineFailed
-from profiling.projection.conversations import Conversation, Turn, in_vocab
+from profiling.projection.conversation_workloads import Conversation, Turn, in_vocab
 from profiling.projection.host_tier import OFFLOAD_CPU_REASON
 from profiling.units import GIB
 

@@ -14,16 +14,16 @@ import json
 
 import pytest
 
-from profiling.caching.conversations import tokenized
+from profiling.caching.conversation_estimate import tokenized
 from profiling.caching.hit_check import DEMO_SAMPLE
 from profiling.config import Workload
 from profiling.engine import vllm
 from profiling.engine.chat_results import NOT_APPLICABLE
-from profiling.engine.conversations import projected_hit_rate, reference_replay
+from profiling.engine.conversation_replay import projected_hit_rate, reference_replay
 from profiling.engine.experiment import Session, Target
 from profiling.engine.plan import make_plan
 from profiling.model.demo import ensure_demo
-from profiling.projection.conversations import parse_conversations
+from profiling.projection.conversation_workloads import parse_conversations
 from profiling.projection.host_tier import OFFLOAD_CPU_REASON
 from tests.engine.engine_env import require_engine
 

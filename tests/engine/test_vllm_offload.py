@@ -17,7 +17,7 @@ import pytest
 
 from profiling.engine import vllm
 from profiling.engine.chat_results import OffloadCounters
-from profiling.engine.conversations import offload_counters, tier_tokens
+from profiling.engine.conversation_replay import offload_counters, tier_tokens
 from profiling.engine.metrics import parse_metrics, series
 from profiling.projection.host_tier import offload_flags, offload_gib
 from profiling.units import GIB

@@ -15,7 +15,7 @@ from profiling.caching.hit_check import DEMO_SAMPLE
 from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.errors import OutOfMemory
 from profiling.profile import Profile
-from profiling.projection.conversations import MAX_TURNS
+from profiling.projection.conversation_workloads import MAX_TURNS
 from tests.profiling.test_conversations import turns_file
 from tests.profiling.tiny import save_tiny_llama_dir
 

@@ -10,14 +10,14 @@ import sys
 
 import pytest
 
-from profiling.caching.conversations import engine_check
+from profiling.caching.conversation_estimate import engine_check
 from profiling.caching.offload import host_tier_advice
 from profiling.measure.bandwidth import host_to_device
 from profiling.measure.hardware import lookup
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import assumed
 from profiling.projection.conversation_serving import Setup, prepare, project_conversations
-from profiling.projection.conversations import MAX_TURNS, SyntheticSpec, synthetic
+from profiling.projection.conversation_workloads import MAX_TURNS, SyntheticSpec, synthetic
 from profiling.projection.estimate import Deployment, shipped_configs
 from profiling.projection.host_tier import (
     host_bytes_of,

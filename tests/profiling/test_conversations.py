@@ -9,7 +9,7 @@ import json
 import pytest
 
 from profiling.projection import block_cache as bc
-from profiling.projection.conversations import (
+from profiling.projection.conversation_workloads import (
     MAX_TURNS,
     Conversation,
     ConversationError,

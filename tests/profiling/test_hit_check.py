@@ -27,7 +27,7 @@ from profiling.caching.hit_check import (
 )
 from profiling.config import Hardware, ProfileConfig, Workload
 from profiling.projection import block_cache as bc
-from profiling.projection.conversations import SyntheticSpec, synthetic
+from profiling.projection.conversation_workloads import SyntheticSpec, synthetic
 from profiling.results import Samples
 from tests.profiling.prefills import Prefill, Prefills, reuse_pairs
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 def count_turns(apps, schema_editor) -> None:
-    from profiling.projection.conversations import ConversationError, parse_conversations
+    from profiling.projection.conversation_workloads import ConversationError, parse_conversations
 
     ConversationFile = apps.get_model("jobs", "ConversationFile")
     for row in ConversationFile.objects.only("pk", "text").iterator(chunk_size=16):

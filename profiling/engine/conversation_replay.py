@@ -37,7 +37,7 @@ from profiling.engine.interface import Engine, MetricNames
 from profiling.engine.metrics import Metrics, by_label, parse_metrics
 from profiling.engine.server import EngineFailed, Server
 from profiling.projection import block_cache as bc
-from profiling.projection.conversations import Conversation
+from profiling.projection.conversation_workloads import Conversation
 from profiling.projection.host_tier import OFFLOAD_CPU_REASON, offload_gib
 from profiling.units import GIB
 

@@ -22,7 +22,7 @@ from profiling.measure.hardware import GPU
 from profiling.model.shapes import Shapes
 from profiling.projection.calibration import Calibration, assumed
 from profiling.projection.conversation_serving import Setup, prepare, project_conversations
-from profiling.projection.conversations import (
+from profiling.projection.conversation_workloads import (
     MAX_TURNS,
     ChatRecord,
     Conversation,

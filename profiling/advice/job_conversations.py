@@ -1,7 +1,7 @@
 """A profiled job's conversations: the estimate's conversation section on the job's
 deployment, kept in the profile, and the host tier's outcome among the advice.
 
-The section is `profiling.caching.conversations`'s, so the report and `estimate` show
+The section is `profiling.caching.conversation_estimate`'s, so the report and `estimate` show
 the same figures; on the GPU the job ran on, the profile's measured rates and the
 worker's measured host link stand in for the datasheet's.
 """
@@ -13,7 +13,7 @@ from typing import Any
 
 from profiling import serde
 from profiling.advice.ranking import rank
-from profiling.caching.conversations import (
+from profiling.caching.conversation_estimate import (
     engine_check,
     estimate_conversations,
     file_source,
@@ -27,7 +27,7 @@ from profiling.measure.hardware import GPU, lookup
 from profiling.profile import Profile
 from profiling.projection.calibration import calibrate
 from profiling.projection.conversation_serving import Setup, prepare
-from profiling.projection.conversations import Conversation, parse_conversations
+from profiling.projection.conversation_workloads import Conversation, parse_conversations
 from profiling.projection.step_time import StepModel
 from profiling.technique_kit.advice_results import Advice, Recommendation
 
@@ -150,7 +150,7 @@ def attach_hit_check(profile: Profile, loaded: Any, device: str, clock: Any,
 
 
 def attach_engine_replay(profile: Profile, device: str, source: str | None = None) -> None:
-    """The engine's replay of the conversations (`profiling.engine.conversations`, in the
+    """The engine's replay of the conversations (`profiling.engine.conversation_replay`, in the
     engine section) into the conversation section: its figures as `engine_replay`, its
     lines as `engine_check` and `engine_offload`. A section that is not there yet (no
     GPU named) is made to hold it, saying `source`."""
