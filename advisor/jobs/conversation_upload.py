@@ -18,7 +18,7 @@ from django import forms
 from django.core.files.uploadedfile import UploadedFile
 
 from advisor.jobs.models import ConversationFile
-from advisor.jobs.samples import FILENAME_MAX, refusal
+from advisor.jobs.samples import FILENAME_MAX, kept_file_note, refusal
 from profiling import units
 from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.projection.conversation_workloads import (
@@ -88,11 +88,7 @@ class ConversationFileField(forms.Form):
         found: ConversationFile | None = getattr(self, "conversation_upload", None)
         if found is None or not self.errors:
             return ""
-        return (
-            f"{found.filename or 'Your file'} was read ({found.conversation_count:,} "
-            "conversations), but the form has an error elsewhere and a browser cannot keep a "
-            "chosen file: choose it again before you send."
-        )
+        return kept_file_note(found.filename, f"{found.conversation_count:,} conversations")
 
     def save_conversations(self, job: Any) -> None:
         """Save the checked file with `job` (in the transaction that saves the job)."""

@@ -38,6 +38,15 @@ def refusal(reason: str, code: str = "prompt_file") -> forms.ValidationError:
     return forms.ValidationError(f"{sentence.rstrip('.')}. {CHOOSE_AGAIN}", code=code)
 
 
+def kept_file_note(filename: str, what: str) -> str:
+    """After an error elsewhere: the file (`what` it held) was fine, but the browser will
+    not resend it."""
+    return (
+        f"{filename or 'Your file'} was read ({what}), but the form has an error elsewhere "
+        "and a browser cannot keep a chosen file: choose it again before you send."
+    )
+
+
 def sample_from_upload(upload: UploadedFile) -> PromptSample:
     """The parsed sample, not saved; raises ValidationError saying what is wrong and where."""
     if upload.size is not None and upload.size > PROMPT_SAMPLE_MAX_BYTES:
@@ -89,11 +98,7 @@ class PromptFileField(forms.Form):
         sample = self.prompt_sample
         if sample is None or not self.errors:
             return ""
-        return (
-            f"{sample.filename or 'Your file'} was read ({sample.prompt_count:,} prompts), but "
-            "the form has an error elsewhere and a browser cannot keep a chosen file: "
-            "choose it again before you send."
-        )
+        return kept_file_note(sample.filename, f"{sample.prompt_count:,} prompts")
 
     def save_prompt_sample(self, job: Any) -> None:
         """Save the checked sample with `job` (in the transaction that saves the job)."""
