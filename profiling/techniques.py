@@ -4,10 +4,13 @@ Each technique has a folder, `profiling/<name>/`: its experiment (plan → run �
 typed result, `experiment.py`), its typed result (`results.py`), the text its
 report draws (`report.py`) and its advice rule (`advice.py`). The runner runs
 the experiments of this list that the config asks for, and the advice runs every
-rule of it. It is not yet the only place that names them: the config's
-`EXPERIMENT_NAMES`, `Profile`'s experiments and the site's stored options, form,
-report views, summary and template name each technique too, so a new technique
-is a folder, a line here and those places. A technique with no experiment of its own
+rule of it. Each technique's switch (its `run_<name>` checkbox, label and help) is
+declared here, and the form's checkboxes and the job row's stored switches derive
+from it; the API's request type names each switch with the label from here (a test
+holds all three to this list). It is not yet the only place that names them: the
+config's `EXPERIMENT_NAMES`, `Profile`'s experiments, the API's request type and
+the site's report views, summary and templates name each technique too, so a new
+technique is a folder, a line here and those places. A technique with no experiment of its own
 (disaggregation, measured by the parallel experiment) has `run` None.
 
 Import order: config → measurements → technique folders → this registry →
@@ -49,6 +52,15 @@ Experiment = Callable[[ExperimentContext], TechniqueResult]
 
 
 @dataclass(frozen=True)
+class Switch:
+    """How a job asks for a technique's experiment: a checkbox on the form, a boolean in
+    the API and the job row (`run_<name>`), with its label and what it measures."""
+
+    label: str
+    help: str
+
+
+@dataclass(frozen=True)
 class Technique(Generic[Result]):
     name: str  # its key in Profile.experiments, the JSON and the config's experiments
     label: str
@@ -64,6 +76,12 @@ class Technique(Generic[Result]):
     # reference leaves the GPU while it runs (profiling.measure.resident). The parallel
     # experiment sets it aside itself, around its torchrun ranks only.
     own_weights: bool = False
+    switch: Switch | None = None  # None: no switch of its own (measured with another)
+
+    @property
+    def switch_name(self) -> str:
+        """Its switch's field on the form, in the API and in the job row."""
+        return f"run_{self.name}"
 
 
 def _run_speculative(context: ExperimentContext) -> SpeculativeResult:
@@ -85,13 +103,27 @@ def _run_parallel(context: ExperimentContext) -> ParallelResult:
 
 TECHNIQUES: tuple[Technique, ...] = (  # each typed by its own result
     Technique("quantization", "Quantization", quantization.run_for_context,
-              quantization_advice.quantization, work=2.0, own_weights=True),
+              quantization_advice.quantization, work=2.0, own_weights=True,
+              switch=Switch("Measure quantization",
+                            "Memory, speed and quality per precision against the reference, "
+                            "with greedy outputs side by side.")),
     Technique("speculative", "Speculative decoding", _run_speculative,
-              speculative_advice.speculative, work=11.0),
+              speculative_advice.speculative, work=11.0,
+              switch=Switch("Measure speculative decoding",
+                            "Acceptance and speedup per draft length K, with a token trace.")),
     Technique("caching", "Prefix caching", caching.run_for_context, caching_advice.caching,
-              work=2.0),
+              work=2.0,
+              switch=Switch("Measure prefix caching",
+                            "Time to first token with a cached prefix against the whole prompt "
+                            "cold, over prefix shares and conversation turns, outputs checked "
+                            "equal.")),
     Technique("parallel", "Parallelism across devices", _run_parallel, parallel_advice.parallel,
-              work=0.5),
+              work=0.5,
+              switch=Switch("Measure parallelism and disaggregation",
+                            "Per-device memory of tensor × pipeline splits and the fewest "
+                            "devices that fit; how much a prefill joining decode steps slows "
+                            "them, and the prefill : decode worker ratio and KV transfer of a "
+                            "split deployment.")),
     Technique("disaggregation", "Prefill/decode disaggregation", None,
               parallel_advice.disaggregation),
 )  # fmt: skip

@@ -35,6 +35,7 @@ from profiling.config import (
 )
 from profiling.measure import hardware
 from profiling.options import OPTIONS, family
+from profiling.techniques import TECHNIQUES
 
 MIN_PRECISIONS = 2
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -88,7 +89,19 @@ DEPLOYMENT_DETAILS = (
 )  # fmt: skip
 
 
-class JobForm(PromptFileField, ConversationFileField, forms.ModelForm):
+# Each technique's switch, as the registry declares it (a base of `JobForm`).
+SwitchFields = type(
+    "SwitchFields",
+    (forms.Form,),
+    {
+        t.switch_name: forms.BooleanField(label=t.switch.label, required=False,
+                                          help_text=t.switch.help)
+        for t in TECHNIQUES if t.switch is not None
+    },
+)  # fmt: skip
+
+
+class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelForm):
     model_name = forms.CharField(
         label="Model",
         max_length=512,
@@ -133,30 +146,6 @@ class JobForm(PromptFileField, ConversationFileField, forms.ModelForm):
         error_messages={"invalid_choice": "That worker is no longer live; pick another."},
     )
 
-    run_speculative = forms.BooleanField(
-        label="Measure speculative decoding",
-        required=False,
-        help_text="Acceptance and speedup per draft length K, with a token trace.",
-    )
-    run_quantization = forms.BooleanField(
-        label="Measure quantization",
-        required=False,
-        help_text="Memory, speed and quality per precision against the reference, with "
-        "greedy outputs side by side.",
-    )
-    run_caching = forms.BooleanField(
-        label="Measure prefix caching",
-        required=False,
-        help_text="Time to first token with a cached prefix against the whole prompt cold, "
-        "over prefix shares and conversation turns, outputs checked equal.",
-    )
-    run_parallel = forms.BooleanField(
-        label="Measure parallelism and disaggregation",
-        required=False,
-        help_text="Per-device memory of tensor × pipeline splits and the fewest devices that "
-        "fit; how much a prefill joining decode steps slows them, and the prefill : decode "
-        "worker ratio and KV transfer of a split deployment.",
-    )
 
     # The row's columns; the options and switches above are stored in `Job.options`.
     STORED = (*OPTIONS, *SWITCHES)

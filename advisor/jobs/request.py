@@ -30,6 +30,7 @@ from profiling.options import (
     Option,
 )
 from profiling.projection.conversation_workloads import MAX_TURNS
+from profiling.techniques import BY_NAME
 from profiling.text import text_problem
 
 
@@ -48,6 +49,13 @@ def Text(max_length: int, description: str = "") -> Any:  # a type factory, name
 
 def _default(name: str) -> Any:
     return Job._meta.get_field(name).get_default()
+
+
+def _switch(technique: str) -> str:
+    """The label of `technique`'s switch, as the registry declares it."""
+    switch = BY_NAME[technique].switch
+    assert switch is not None
+    return switch.label
 
 
 def _enum(values: tuple[Any, ...]) -> Any:
@@ -127,10 +135,11 @@ class SiteFields(BaseModel):
     ) = ""
     stated_bottleneck: _enum(tuple(Job.Bottleneck.values)) = _default("stated_bottleneck")
     notes: Text(4000, "Anything a teammate should know") = ""
-    run_speculative: bool = Field(False, description="Measure speculative decoding")
-    run_quantization: bool = Field(False, description="Measure quantization")
-    run_caching: bool = Field(False, description="Measure prefix caching")
-    run_parallel: bool = Field(False, description="Measure parallelism and disaggregation")
+    # The techniques' switches, with the registry's labels (a test holds the names to it).
+    run_speculative: bool = Field(False, description=_switch("speculative"))
+    run_quantization: bool = Field(False, description=_switch("quantization"))
+    run_caching: bool = Field(False, description=_switch("caching"))
+    run_parallel: bool = Field(False, description=_switch("parallel"))
     conversation_file: Text(
         CONVERSATIONS_MAX_BYTES,
         "The text of a JSON Lines file of your conversations (OpenAI chat or ShareGPT), as "

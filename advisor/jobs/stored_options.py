@@ -12,14 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.options import OPTIONS
+from profiling.techniques import TECHNIQUES
 
-# The optional experiments' switches: the row's name → the library's name.
-SWITCHES = {
-    "run_speculative": "speculative",
-    "run_quantization": "quantization",
-    "run_caching": "caching",
-    "run_parallel": "parallel",
-}
+# The optional experiments' switches, as the registry declares them: the row's name → the
+# library's name.
+SWITCHES = {t.switch_name: t.name for t in TECHNIQUES if t.switch is not None}
 
 
 def default_of(name: str) -> Any:

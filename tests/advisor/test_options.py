@@ -1,6 +1,7 @@
 """Each declared option (`profiling.options`) reaches every surface unchanged: the
 library's config and CLI, `submit_job`, the new-job form, the API's schema and the
-job row. A new option is one declaration; these tests check it everywhere."""
+job row. A new option is one declaration; these tests check it everywhere. Each
+technique's switch (`profiling.techniques`) reaches the form, the API and the row too."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from django.core.management import load_command_class
 
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
+from advisor.jobs.profile_config import experiments_for
 from advisor.jobs.request import JobRequest
+from advisor.jobs.stored_options import SWITCHES
 from profiling.cli import build_parser
 from profiling.cli_common import flag_arguments
-from profiling.config import Hardware, ProfileConfig, Workload
+from profiling.config import EXPERIMENT_NAMES, Hardware, ProfileConfig, Workload
 from profiling.options import FLOAT, INT, INTS, NAMES, OPTIONS, Option
+from profiling.techniques import TECHNIQUES
 
 pytestmark = pytest.mark.django_db
 DECLARED = list(OPTIONS.values())
@@ -130,3 +134,26 @@ def test_a_bad_value_is_refused_by_the_declaration_and_the_library_in_its_words(
     with pytest.raises(ConfigError) as refused:
         config.validate()
     assert str(refused.value) == f"{name}: {problem}"
+
+
+SWITCHED = [t for t in TECHNIQUES if t.switch is not None]
+
+
+def test_every_experiment_the_config_knows_has_a_switch_in_the_registry():
+    assert sorted(t.name for t in SWITCHED) == sorted(EXPERIMENT_NAMES)
+    assert {f"run_{t.name}": t.name for t in SWITCHED} == SWITCHES
+
+
+@pytest.mark.parametrize("technique", SWITCHED, ids=lambda t: t.name)
+def test_each_techniques_switch_reaches_the_form_the_api_and_the_row(technique):
+    assert technique.switch is not None
+    field = JobForm().fields[technique.switch_name]
+    assert (field.label, field.help_text) == (technique.switch.label, technique.switch.help)
+    assert field.required is False and field.initial is None
+    schema = JobRequest.model_json_schema()["properties"][technique.switch_name]
+    assert (schema["type"], schema["default"]) == ("boolean", False)
+    assert schema["description"] == technique.switch.label
+    job = Job(model_name="demo")
+    assert getattr(job, technique.switch_name) is False  # stored, off by default
+    setattr(job, technique.switch_name, True)
+    assert experiments_for(job) == [technique.name]
