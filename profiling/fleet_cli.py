@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from profiling.advice.deployments import command
+from profiling.advice.fleet import formats
+from profiling.advice.fleet import sized as fleet_json
 from profiling.cli_common import flag_arguments
 from profiling.config import ConfigError, Hardware, Workload
 from profiling.fleet_options import FLEET
@@ -17,7 +18,7 @@ from profiling.measure import hardware
 from profiling.model.shapes import Shapes
 from profiling.option_type import NAMES
 from profiling.projection.configurations import Configuration
-from profiling.projection.fleet import Fleet, FleetRequest, Load, fleet
+from profiling.projection.fleet import Fleet, FleetRequest, Load
 from profiling.projection.precision import model_format
 from profiling.projection.search import DRAFT, Scenario
 from profiling.units import significant
@@ -95,19 +96,11 @@ def sized(
     sc = Scenario(shapes, first, 1, model_format(model_dtype), workload,
                   Configuration(first.key), acceptance, "given" if acceptance else "", DRAFT,
                   engine=deployment.serving_engine)  # fmt: skip
-    req = FleetRequest(
-        sc, load, kinds, prices, args.fleet_max_gpus,
-        weights="" if deployment.weights == "auto" else deployment.weights,
-        kv_cache="" if deployment.kv_cache == "auto" else deployment.kv_cache,
-    )  # fmt: skip
+    req = FleetRequest(sc, load, kinds, prices, args.fleet_max_gpus, **formats(deployment))
     try:
-        found = fleet(req)
+        return fleet_json(req, model)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
-    for row in found.rows:
-        if row.replica is not None:
-            row.command = command(model, row.replica, None, deployment.serving_engine)
-    return found.to_dict()
 
 
 def render_fleet(found: dict[str, Any] | None) -> list[str]:

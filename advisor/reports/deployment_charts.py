@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.charts_base import PALETTE, Figure, base_layout, finite
+from profiling.projection.search import pareto_front
 
 X, Y = "per_user_tokens_per_second", "per_gpu_tokens_per_second"
 # (name, test on a configuration, marker symbol, colour)
@@ -34,15 +35,6 @@ def plotted(deployments: dict[str, Any]) -> list[int]:
         i for i, c in enumerate(deployments.get("configurations", []))
         if finite(c.get(X)) and finite(c.get(Y)) and c[X] > 0 and c[Y] > 0
     ]  # fmt: skip
-
-
-def pareto_front(points: list[tuple[float, float]]) -> list[int]:
-    """The indices of the points no other point beats on both axes (ties kept), by x."""
-    front = [
-        i for i, (x, y) in enumerate(points)
-        if not any(ox >= x and oy >= y and (ox, oy) != (x, y) for ox, oy in points)
-    ]  # fmt: skip
-    return sorted(front, key=lambda i: points[i])
 
 
 def pareto_chart(deployments: dict[str, Any]) -> Figure | None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from profiling.advice import deployments
 from profiling.advice.build import facts_of
+from profiling.config import Hardware
 from profiling.measure.hardware import catalog
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
@@ -44,15 +45,25 @@ def fleet_of(profile: Profile, shapes: Shapes) -> dict[str, Any] | None:
                       None, "", DRAFT, engine=hw.serving_engine)  # fmt: skip
     own = gpu_of(hw.gpu_kind)
     prices = {own.key: hw.gpu_hourly_usd} if own and hw.gpu_hourly_usd is not None else {}
-    req = FleetRequest(
-        sc, load, prices=prices,
-        weights="" if hw.weights == "auto" else hw.weights,
-        kv_cache="" if hw.kv_cache == "auto" else hw.kv_cache,
-    )  # fmt: skip
-    found = fleet(req)
     engine = profile.engine
     version = engine.version if engine and engine.name == sc.engine else None
+    return sized(FleetRequest(sc, load, prices=prices, **formats(hw)), config.model, version)
+
+
+def formats(deployment: Hardware) -> dict[str, str]:
+    """The weights and KV cache formats a deployment holds its replicas to ("": any the
+    search tries, where it says "auto")."""
+    return {name: "" if value == "auto" else value
+            for name, value in (("weights", deployment.weights),
+                                ("kv_cache", deployment.kv_cache))}  # fmt: skip
+
+
+def sized(req: FleetRequest, model: str, engine_version: str | None = None) -> dict[str, Any]:
+    """The fleet JSON for `req`, each row with one replica's launch command on the
+    scenario's serving engine (with the flags of `engine_version`, where one ran)."""
+    found = fleet(req)
     for row in found.rows:
         if row.replica is not None:
-            row.command = deployments.command(config.model, row.replica, version, sc.engine)
+            row.command = deployments.command(model, row.replica, engine_version,
+                                              req.scenario.engine)  # fmt: skip
     return found.to_dict()

@@ -60,6 +60,7 @@ from profiling.projection.search import (
     Scenario,
     configurations,
     engine,
+    pareto_front,
     screen,
     serve,
 )
@@ -334,26 +335,29 @@ def _kind(req: FleetRequest, gpu: GPU) -> FleetRow:
         row.reason = _why_not(req, gpu, sized)
         return row
     _fill(req, gpu, row, *best)
-    simulated += _spread(req, gpu, best[0].replica, best[2])
-    row.front = front(simulated, req.scenario.workload)
+    seen = {users for users, e in simulated if e.configuration == best[0].replica}
+    simulated += _spread(req, gpu, best[0].replica, best[2], seen)
+    row.front = front(simulated)
     return row
 
 
 def _spread(
-    req: FleetRequest, gpu: GPU, replica: Configuration, cap: Capacity
+    req: FleetRequest, gpu: GPU, replica: Configuration, cap: Capacity, seen: set[int]
 ) -> list[tuple[int, Evaluated]]:
     """One replica of `replica` served at a quarter of its capacity's users, a sixteenth,
     … down to one user: its front from fast to full (the capacity search only simulates
-    near the capacity)."""
+    near the capacity), but for the users in `seen`, simulated already."""
     out, users = [], cap.users or 1
     while users > 1:
         users = max(1, users // SPREAD)
+        if users in seen:
+            continue
         sc = _scenario(req, gpu, replica.gpus, _users(req, users))
         out.append((users, serve(sc, replica)))
     return out
 
 
-def front(simulated: list[tuple[int, Evaluated]], w: Workload) -> list[FrontPoint]:
+def front(simulated: list[tuple[int, Evaluated]]) -> list[FrontPoint]:
     """The simulations (users on one replica, what it gave) no other beats on both tokens/s
     per user and per GPU (one of equal figures kept), by tokens/s per user."""
     points: dict[tuple[float, float], FrontPoint] = {}
@@ -361,14 +365,10 @@ def front(simulated: list[tuple[int, Evaluated]], w: Workload) -> list[FrontPoin
         if e.served is None or not 0 < e.tpot_p50 < math.inf or e.throughput <= 0:
             continue
         c = e.configuration
-        p = FrontPoint(c.name, c.gpus, users, 1 / e.tpot_p50, e.per_gpu,
-                       e.miss(w) <= 1.0)  # fmt: skip
+        p = FrontPoint(c.name, c.gpus, users, 1 / e.tpot_p50, e.per_gpu, e.meets is True)
         points.setdefault((p.per_user_tokens_per_second, p.per_gpu_tokens_per_second), p)
-    kept = [
-        p for (x, y), p in points.items()
-        if not any(ox >= x and oy >= y and (ox, oy) != (x, y) for ox, oy in points)
-    ]  # fmt: skip
-    return sorted(kept, key=lambda p: (p.per_user_tokens_per_second, p.per_gpu_tokens_per_second))
+    kept = list(points.values())
+    return [kept[i] for i in pareto_front(list(points))]
 
 
 def _per_replica(req: FleetRequest, static: _Static) -> float:
@@ -548,19 +548,18 @@ def _fill(
     row.capacity_at_least = cap.at_least
     row.at_load = at_load(req, gpu, c, replicas, _users_at(req, cand, replicas))
     row.notes += _technique_notes(req, c)
+    # Output tokens/s at the load: the rate's, or what the users' replicas serve.
+    rate = req.load.request_rate
+    tokens = rate * w.output_tokens if rate else row.at_load.throughput_tokens_per_second
     hourly = price(gpu.key, req.prices.get(gpu.key))
     if hourly is not None:
         row.usd_per_hour = hourly.usd_per_hour * row.gpus
         row.price_source = hourly.text
-        rate = req.load.request_rate
-        tokens = rate * w.output_tokens if rate else row.at_load.throughput_tokens_per_second
         if tokens > 0:
             row.usd_per_million_output_tokens = row.usd_per_hour / 3600 / tokens * 1e6
     tdp = power(gpu.key)
     if tdp is not None:
         row.watts, row.power_source = tdp.watts * row.gpus, tdp.source
-        tokens = req.load.request_rate * w.output_tokens if req.load.request_rate else (
-            row.at_load.throughput_tokens_per_second)  # fmt: skip
         row.output_tokens_per_joule = tokens / row.watts if tokens > 0 else None
     row.basis, note = _basis(req, gpu, c)
     row.notes += [note] if note else []

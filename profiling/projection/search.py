@@ -350,6 +350,15 @@ def rank_key(e: Evaluated, w: Workload) -> tuple:
     return (1, round(e.miss(w), 3), e.changes, e.risk)
 
 
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """The indices of the points no other point beats on both axes (ties kept), by x."""
+    front = [
+        i for i, (x, y) in enumerate(points)
+        if not any(ox >= x and oy >= y and (ox, oy) != (x, y) for ox, oy in points)
+    ]  # fmt: skip
+    return sorted(front, key=lambda i: points[i])
+
+
 def dominated(e: Evaluated, others: list[Evaluated]) -> bool:
     """Another is no worse on every count and better on one (screened figures)."""
     mine = (e.changes, e.risk, e.tpot_p50, e.ttft_p90, -e.per_gpu)
