@@ -98,7 +98,7 @@ from bench._published_rows import (  # noqa: E402
 from bench.estimate_vs_published import compare  # noqa: E402
 from profiling.config import Workload  # noqa: E402
 from profiling.measure import hardware  # noqa: E402
-from profiling.measure.hardware_prices import price  # noqa: E402
+from profiling.measure.hardware_prices import price, usd_per_million_tokens  # noqa: E402
 from profiling.model.shapes import Shapes  # noqa: E402
 from profiling.options import KV_CACHE_FORMATS, WEIGHT_FORMATS  # noqa: E402
 from profiling.projection.configurations import Configuration  # noqa: E402
@@ -126,7 +126,7 @@ def usd_per_mtok(usd_per_gpu_hour: float, tokens_per_s_per_gpu: float) -> float:
     """$ per million output tokens of one GPU at that price and rate (∞ at no tokens)."""
     if tokens_per_s_per_gpu <= 0:
         return math.inf
-    return usd_per_gpu_hour / (tokens_per_s_per_gpu * 3600) * 1e6
+    return usd_per_million_tokens(usd_per_gpu_hour, tokens_per_s_per_gpu)
 
 
 def formats(setup: dict[str, Any]) -> tuple[str, str, str]:

@@ -32,3 +32,9 @@ def price(gpu_key: str, given_usd_per_hour: float | None = None) -> Price | None
     if given_usd_per_hour is not None:
         return Price(given_usd_per_hour, "given for this job")
     return _table().get(gpu_key)
+
+
+def usd_per_million_tokens(usd_per_hour: float, tokens_per_second: float) -> float:
+    """What a million output tokens cost from GPUs at `usd_per_hour` (all of them together)
+    serving `tokens_per_second` (above zero)."""
+    return usd_per_hour / 3600 / tokens_per_second * 1e6

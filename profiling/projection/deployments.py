@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from profiling.config import Workload
-from profiling.measure.hardware_prices import Price, price
+from profiling.measure.hardware_prices import Price, price, usd_per_million_tokens
 from profiling.projection.engines import limits
 from profiling.projection.search import Evaluated, Scenario, engine, search, serve
 from profiling.projection.step_time import steady_seconds
@@ -229,11 +229,13 @@ def cost(
         out["gpu_hours_per_day_at_capacity"] = 24.0 * gpus * traffic / cap.goodput_tokens_per_second
     if hourly is None:
         return out
-    per_second = hourly.usd_per_hour * gpus / 3600
+    fleet_hourly = hourly.usd_per_hour * gpus
     if e.throughput > 0:
-        out["usd_per_million_output_tokens"] = per_second / e.throughput * 1e6
+        out["usd_per_million_output_tokens"] = usd_per_million_tokens(fleet_hourly, e.throughput)
     if cap.goodput_tokens_per_second:
-        out["usd_per_million_at_capacity"] = per_second / cap.goodput_tokens_per_second * 1e6
+        out["usd_per_million_at_capacity"] = usd_per_million_tokens(
+            fleet_hourly, cap.goodput_tokens_per_second
+        )
     return out
 
 

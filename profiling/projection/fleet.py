@@ -50,7 +50,7 @@ from profiling.config import Workload
 from profiling.fleet_options import MAX_GPUS
 from profiling.measure.hardware import GPU, catalog
 from profiling.measure.hardware_power import power
-from profiling.measure.hardware_prices import price
+from profiling.measure.hardware_prices import price, usd_per_million_tokens
 from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import SPAN, Capacity, capacity
 from profiling.projection.engines import limits
@@ -556,7 +556,7 @@ def _fill(
         row.usd_per_hour = hourly.usd_per_hour * row.gpus
         row.price_source = hourly.text
         if tokens > 0:
-            row.usd_per_million_output_tokens = row.usd_per_hour / 3600 / tokens * 1e6
+            row.usd_per_million_output_tokens = usd_per_million_tokens(row.usd_per_hour, tokens)
     tdp = power(gpu.key)
     if tdp is not None:
         row.watts, row.power_source = tdp.watts * row.gpus, tdp.source
