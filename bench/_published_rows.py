@@ -143,6 +143,9 @@ REQUESTS = (
     re.compile(r"(?<![\w.,])(\d[\d,]*) prompts\b"),
 )
 MAX_SEQS_STATED = (re.compile(r"--max-num-seqs ([\d,]+)"), re.compile(r"Max\. Seqs = ([\d,]+)"))
+# The engine's token budget a step, where a row's launch command states it (vLLM's
+# --max-num-batched-tokens): it replaces the engine default as the sequence limit does.
+MAX_BATCHED_TOKENS_STATED = (re.compile(r"--max-num-batched-tokens[ =]([\d,]+)"),)
 
 
 # -- reading a row -------------------------------------------------------------------
@@ -517,6 +520,10 @@ def express(
         if found:
             engine = replace(engine, max_seqs=found[0] // replicas)
             seqs_from = f"notes: '{found[1]}'"
+        found = stated(MAX_BATCHED_TOKENS_STATED, text)
+        if found:
+            engine = replace(engine, max_batched_tokens=found[0])
+            seqs_from += f"; notes: '{found[1]}'"
         found = stated(REQUESTS, text)
         if found:
             requests, requests_from = found[0], f"notes: '{found[1]}'"

@@ -3,6 +3,7 @@
     python bench/estimate_vs_published.py                    # every row, tables and summary
     python bench/estimate_vs_published.py --rows ID,ID       # only these rows
     python bench/estimate_vs_published.py --json out.json    # everything, as JSON
+    python bench/estimate_vs_published.py --split            # also new- vs old-model rows
 
 The rows are `bench/data/published_serving.jsonl` (and the rows added to it: from the
 sources it quotes, `published_serving_v014_online.jsonl`, and from engines other than
@@ -58,7 +59,8 @@ How each mode is served:
 Engine limits: the simulator's scheduler defaults are vLLM's (`MAX_SEQS` sequences,
 `MAX_BATCHED_TOKENS` tokens per step); where a row states its engine's sequence
 limit (e.g. `--max-num-seqs 32`, "Max. Seqs = 3200", a static batch size) that
-figure, parsed from the row's own notes, replaces `MAX_SEQS`. Nothing else is
+figure, parsed from the row's own notes, replaces `MAX_SEQS`, and a stated
+`--max-num-batched-tokens` replaces the token budget. Nothing else is
 engine-specific: the estimate has one efficiency table, whatever engine a row
 stands for. KV cache: fp8 where the row says so or its checkpoint declares it
 (`CHECKPOINT_FP8_KV`), else the weights' default of `profiling.precision.kv_format`.
@@ -97,6 +99,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # A published row read into the projection's terms, and the printed report.
 from bench._published_print import print_lofo, report  # noqa: E402
 from bench._published_rows import METRICS, express, load_configs, load_rows  # noqa: E402
+from bench._published_split import print_split  # noqa: E402
 
 # What the comparison uses of the project's estimate (profiling/).
 from profiling.model.shapes import DTYPE_BYTES, Shapes  # noqa: E402
@@ -245,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
         help="also fit the efficiencies on one family and test on the other (about a minute)",
     )  # fmt: skip
     parser.add_argument(
+        "--split", action="store_true",
+        help="also the medians of new-model (2025-26) and old-model rows apart (issue #37)",
+    )  # fmt: skip
+    parser.add_argument(
         "--write-validation", action="store_true",
         help=f"write the error bands the estimates carry to {VALIDATION}",
     )  # fmt: skip
@@ -262,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     elapsed = time.perf_counter() - start
     result["elapsed_seconds"] = elapsed
     report(result)
+    if args.split:
+        print_split(result)
     print(f"\nElapsed: {elapsed:.2f} s")
     if args.leave_one_family_out:
         result["leave_one_family_out"] = leave_one_family_out(rows)
