@@ -32,8 +32,10 @@ from profiling.caching.sample import read_prompt_sample
 from profiling.cli_common import (
     add_conversations_flag,
     add_option_flags,
+    add_technique_flags,
     add_workload_flags,
     hardware_from_args,
+    technique_options_from_args,
     workload_from_args,
     write_json_atomic,
 )
@@ -46,8 +48,8 @@ from profiling.config import (
 from profiling.errors import OutOfMemory, ProfilingError, error_kind, is_out_of_memory, one_line
 from profiling.estimate_cli import render_deployments
 from profiling.fleet_cli import render_fleet
-from profiling.options import parse_ints, parse_names
 from profiling.projection.conversation_workloads import read_conversation_file
+from profiling.techniques import experiment_names
 
 if TYPE_CHECKING:
     from profiling.profile import Profile
@@ -80,8 +82,12 @@ def _add_profile_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quick", action="store_true", help="a short sweep (seconds on a tiny model)")
     p.add_argument("--json", type=Path, metavar="PATH", help="write the Profile JSON here")
     add_workload_flags(p)
-    p.add_argument("--experiments", default="", metavar="A,B", help="optional experiments")
-    add_option_flags(p, "speculative", "quantization", "parallel", "engine", "fleet")
+    p.add_argument(
+        "--experiments", default="", metavar="A,B",
+        help=f"optional experiments: {', '.join(experiment_names())}",
+    )  # fmt: skip
+    add_technique_flags(p)
+    add_option_flags(p, "engine", "fleet")
     p.add_argument(
         "--prompts",
         type=Path,
@@ -113,12 +119,7 @@ def config_from_args(args: argparse.Namespace) -> ProfileConfig:
         stated_bottleneck=args.stated_bottleneck,
         experiments=[e.strip() for e in args.experiments.split(",") if e.strip()],
         allowed_roots=[str(Path(r).expanduser()) for r in args.allowed_roots] or None,
-        draft=args.draft_model or None,
-        spec_ks=_int_list("--spec-k", args.spec_ks),
-        prompt_lookup=args.prompt_lookup,
-        precisions=parse_names(args.precisions),
-        quant_variants=parse_names(args.quant_variants),
-        tp_measure=args.tp_measure,
+        technique_options=technique_options_from_args(args),
         engine=args.engine,
         load_rps=args.load_rps,
         load_users=args.load_users,
@@ -137,13 +138,6 @@ def conversations_from_args(args: argparse.Namespace) -> tuple[str, str]:
         return "", ""
     text, _ = read_conversation_file(args.conversations)
     return text, Path(args.conversations).name
-
-
-def _int_list(flag: str, text: str) -> list[int]:
-    numbers = parse_ints(text)
-    if numbers is None:
-        raise ConfigError(f"{flag} takes whole numbers separated by commas, e.g. 1,2,4")
-    return numbers
 
 
 def _quiet_libraries() -> None:

@@ -21,8 +21,20 @@ from profiling.config import (
     Workload,
 )
 from profiling.measure import hardware
-from profiling.options import BOOL, CHOICE, FLOAT, INT, INTS, NAMES, Option, family
+from profiling.options import (
+    BOOL,
+    CHOICE,
+    FLOAT,
+    INT,
+    INTS,
+    NAMES,
+    Option,
+    family,
+    parse_ints,
+    parse_names,
+)
 from profiling.projection.conversation_workloads import MAX_TURNS
+from profiling.techniques import techniques
 
 
 def add_option_flags(p: argparse.ArgumentParser, *families: str) -> None:
@@ -31,6 +43,29 @@ def add_option_flags(p: argparse.ArgumentParser, *families: str) -> None:
         for option in family(name):
             flag, kwargs = flag_arguments(option)
             p.add_argument(flag, **kwargs)
+
+
+def add_technique_flags(p: argparse.ArgumentParser) -> None:
+    """One flag per option of every registered technique, in the registry's order."""
+    add_option_flags(p, *(t.name for t in techniques()))
+
+
+def technique_options_from_args(args: argparse.Namespace) -> dict[str, Any]:
+    """Each technique option's value from its flag, by the config's name for it: lists
+    from their comma text (a ConfigError names the flag of numbers that are not)."""
+    values: dict[str, Any] = {}
+    for option in (o for t in techniques() for o in t.options):
+        value = getattr(args, option.name)
+        if option.kind == INTS:
+            value = parse_ints(value)
+            if value is None:
+                raise ConfigError(
+                    f"{option.flag} takes whole numbers separated by commas, e.g. 1,2,4"
+                )
+        elif option.kind == NAMES:
+            value = parse_names(value)
+        values[option.config_name] = option.library_value(value)
+    return values
 
 
 def add_workload_flags(p: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from profiling import serde, units
+from profiling.option_type import TEXT, Option
 from profiling.options import (  # re-exported: the choices are the options'
     BOTTLENECKS,
     DTYPES,
@@ -24,6 +25,7 @@ from profiling.options import (  # re-exported: the choices are the options'
     TP_MEASURE_SIZES,
     WEIGHT_FORMATS,
 )
+from profiling.techniques import experiment_names, techniques
 
 __all__ = ["BOTTLENECKS", "DTYPES", "QUANT_VARIANTS", "PRECISIONS", "TP_MEASURE_SIZES"]
 
@@ -36,9 +38,6 @@ BOTTLENECK_LABELS = {
 }
 SOURCES = ("auto", "demo", "hub", "local", "config")
 DEVICES = ("auto", "cpu", "cuda", "mps")
-# Names the later experiments register under; the registry in
-# profiling.techniques says which of them this version can run.
-EXPERIMENT_NAMES = ("quantization", "speculative", "caching", "parallel")
 
 # Hugging Face repo ids: "name" or "namespace/name", 96 chars at most,
 # letters, digits, "-", "_", "."; no "--" or ".." and no leading/trailing
@@ -49,6 +48,13 @@ _REPO_ID = re.compile(rf"^(?:{_REPO_PART}/)?{_REPO_PART}$")
 # Bounds that keep a typo from asking a worker for a 10^9-token sweep (declared in
 # profiling.options, with every other fact about each option).
 LIMITS = {o.name: (o.low, o.high) for o in OPTIONS.values() if o.kind == INT}
+
+
+def technique_options() -> dict[str, Option]:
+    """Every registered technique's options, by the name the config keeps each under."""
+    return {o.config_name: o for t in techniques() for o in t.options}
+
+
 # Prefix caching: the most a prompt sample may hold (the file, and the parsed
 # prompts a config carries to a worker). See profiling.caching.sample.
 PROMPT_SAMPLE_MAX_BYTES = 16 * 2**20  # 16 MiB
@@ -170,18 +176,11 @@ class ProfileConfig:
     # box); the site always passes its configured list.
     allowed_roots: list[str] | None = None
     seed: int = 0
-    # Speculative decoding: the draft model (None: the family's default, e.g.
-    # demo-draft for demo, else prompt lookup only), the draft lengths to
-    # sweep (empty: the experiment's plan), and n-gram prompt lookup on/off.
-    draft: str | None = None
-    spec_ks: list[int] = field(default_factory=list)
-    prompt_lookup: bool = OPTIONS["prompt_lookup"].default
-    # Quantization: the precisions to compare (empty: the experiment's default,
-    # the reference dtype + int8 + int4), and extra variants of each quantized
-    # precision (options.QUANT_VARIANTS), each one part changed from the default
-    # (LM head and embeddings kept in the reference precision).
-    precisions: list[str] = field(default_factory=list)
-    quant_variants: list[str] = field(default_factory=list)
+    # Each registered technique's options (`technique_options()`), by the config's name
+    # for each: read as attributes (`config.draft`, `config.precisions`), given as keyword
+    # arguments like the fields, and kept flat in the JSON beside them. A value not given
+    # is the option's default.
+    technique_options: dict[str, Any] = field(default_factory=dict, metadata={"flatten": True})
     # Prefix caching: the user's own prompts, in the order a server would see
     # them (parsed by profiling.caching.sample; chat messages are already
     # rendered to one string each there). Empty: no sample.
@@ -191,10 +190,6 @@ class ProfileConfig:
     # file's name; empty: the workload's synthetic conversations, if it has turns.
     conversations: str = ""
     conversations_name: str = ""
-    # Parallel: measure tensor parallelism over this many processes (torchrun;
-    # gloo on CPU, nccl on CUDA). None: 2 where two or more CUDA GPUs are
-    # visible, else off; 0: off.
-    tp_measure: int | None = None
     # The serving engine to measure on as well ("vllm"), or "" for none.
     engine: str = OPTIONS["engine"].default
     # The fleet (`profiling.projection.fleet`): the load it is sized for, requests per
@@ -210,11 +205,12 @@ class ProfileConfig:
         _check_choice("dtype", self.dtype, DTYPES)
         _check_choice("stated_bottleneck", self.stated_bottleneck, BOTTLENECKS)
         for name in self.experiments:
-            _check_choice("experiment", name, EXPERIMENT_NAMES)
-        if self.draft is not None and not (0 < len(self.draft) <= 1024):
-            raise ConfigError("draft must be a Hub id, a local directory or a demo name")
-        for name in ("spec_ks", "precisions", "quant_variants", "tp_measure", "engine",
-                     "load_rps", "load_users"):  # fmt: skip
+            _check_choice("experiment", name, experiment_names())
+        for name, option in technique_options().items():
+            value = self.technique_options.get(name, option.library_default)
+            if value is not None or option.kind != TEXT:  # a text's None: its default
+                _check_option(option.name, value)
+        for name in ("engine", "load_rps", "load_users"):
             _check_option(name, getattr(self, name))
         problem = load_problem(self.load_rps, self.load_users, self.workload)
         if problem:
@@ -233,6 +229,39 @@ class ProfileConfig:
 
     def replace(self, **changes: Any) -> ProfileConfig:
         return dataclasses.replace(self, **changes)
+
+    def __getattr__(self, name: str) -> Any:
+        # Only for names that are not fields: a technique's option.
+        held = self.__dict__.get("technique_options")
+        if held is not None and name in held:
+            return held[name]
+        raise AttributeError(f"{type(self).__name__!r} has no attribute or option {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        held = self.__dict__.get("technique_options")
+        if held is not None and name in held:
+            held[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+
+_fields_init = ProfileConfig.__init__
+
+
+def _init(self: ProfileConfig, *args: Any, **kwargs: Any) -> None:
+    """The fields' own __init__, which also takes each technique option by its name and
+    fills in the defaults of those not given (in `technique_options` or as a keyword)."""
+    declared = technique_options()
+    given = {name: kwargs.pop(name) for name in list(kwargs) if name in declared}
+    _fields_init(self, *args, **kwargs)
+    held = {k: v for k, v in self.technique_options.items() if k in declared}
+    self.technique_options = {
+        name: option.library_value(given.get(name, held.get(name, option.default)))
+        for name, option in declared.items()
+    }
+
+
+ProfileConfig.__init__ = _init  # type: ignore[method-assign]
 
 
 def load_problem(load_rps: float | None, load_users: int | None, w: Workload) -> str | None:

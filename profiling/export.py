@@ -15,7 +15,7 @@ import io
 from collections.abc import Iterator
 from typing import Any
 
-from profiling.profile import Profile
+from profiling.profile import Experiments, Profile
 from profiling.results import Samples
 
 # Fields of the dataclass holding a measurement that say which point it is.
@@ -41,6 +41,9 @@ def _walk(value: Any, key: str, point: dict[str, Any]) -> Iterator[dict[str, Any
                 here[name] = field_value
         for f in dataclasses.fields(value):
             yield from _walk(getattr(value, f.name), f"{key}.{f.name}" if key else f.name, here)
+    elif isinstance(value, Experiments):  # each technique's result, by its name
+        for name, result in value.items():
+            yield from _walk(result, f"{key}.{name}", point)
     elif isinstance(value, list):
         for i, item in enumerate(value):
             yield from _walk(item, f"{key}[{i}]", point)

@@ -26,6 +26,7 @@ class Option:
     high: float | None = None
     unit: str = ""  # "tokens", "ms", "requests", "GPUs", "processes"
     choices: tuple[Any, ...] = ()
+    choice_labels: tuple[str, ...] = ()  # how each choice reads on the form, where not its name
     optional: bool = False  # None is a value: "no target", "the default"
     max_items: int | None = None  # INTS and NAMES
     max_length: int | None = None  # TEXT
@@ -42,6 +43,17 @@ class Option:
     @property
     def config_name(self) -> str:
         return self.config or self.name
+
+    def library_value(self, value: Any) -> Any:
+        """`value` as the library's config keeps it: a blank text is None (the library's
+        default) and a sequence a list."""
+        if self.kind == TEXT:
+            return value or None
+        return list(value) if isinstance(value, tuple) else value
+
+    @property
+    def library_default(self) -> Any:
+        return self.library_value(self.default)
 
     def range_text(self) -> str:
         """ "1 to 1,048,576 tokens" (numbers), "" otherwise."""

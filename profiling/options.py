@@ -1,12 +1,15 @@
 """Every job option's declaration: its name, type, default, range, unit and help text.
 
-The surfaces take these from here and never restate them: the library's config
-(`profiling.config`: its defaults, limits and the checks of `Option.problem`), both
-command lines (through `cli_common.flag_arguments`), the new-job form's fields, the JSON
-API and its OpenAPI document. The names still recur where a surface lays its options out:
-`ProfileConfig`'s dataclass fields and the name tuples its `validate` walks, the form's
-`field_order` and template, the command lines' flag groups. So adding an option is an
-`Option` here plus its field in the config and its place on the form;
+The workload's, the deployment's, the fleet's and the serving engine's options are declared
+here; each technique's are declared in its own folder (`profiling/<name>/technique.py`) and
+join these through the registry (`profiling.techniques`). `OPTIONS` holds them all. The
+surfaces take them from there and never restate them: the library's config
+(`profiling.config`: its defaults, limits, its technique options and the checks of
+`Option.problem`), both command lines (through `cli_common.flag_arguments`), the new-job
+form's fields, the job row, the JSON API and its OpenAPI document. A technique's options
+appear on each surface from its declaration alone. The workload's and the deployment's are
+also laid out by hand where a surface arranges them: `Workload`'s and `Hardware`'s fields,
+the form's template and folds, the command lines' flag groups;
 `tests/advisor/test_options.py` checks each declaration on every surface.
 
 `name` is the option's field name in the form, the API and the job row's
@@ -16,6 +19,8 @@ library, the form and the API refuse it in the same words.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
 
 from profiling.conversation_options import CONVERSATION, HOST_TIER
 from profiling.option_type import (  # re-exported: every surface reads the kinds from here
@@ -28,6 +33,7 @@ from profiling.option_type import (  # re-exported: every surface reads the kind
     TEXT,
     Option,
 )
+from profiling.techniques import techniques
 
 __all__ = ["BOOL", "CHOICE", "FLOAT", "INT", "INTS", "NAMES", "TEXT", "Option"]
 
@@ -145,7 +151,8 @@ TARGET_LOAD = (
 )
 # fmt: on
 
-OPTIONS: dict[str, Option] = {
+# Every option but the techniques' (those are their folders').
+BASE_OPTIONS: dict[str, Option] = {
     o.name: o
     for o in (
         # The workload --------------------------------------------------------------
@@ -235,91 +242,6 @@ OPTIONS: dict[str, Option] = {
         ),
         *DEPLOYMENT,
         *HOST_TIER,
-        # Speculative decoding --------------------------------------------------------
-        Option(
-            "draft_model",
-            "speculative",
-            TEXT,
-            "",
-            "Draft model",
-            "Blank: the family's default (demo-draft for demo) · a Hub id · /an/absolute/dir",
-            "--draft",
-            max_length=512,
-            config="draft",
-            metavar="MODEL",
-        ),
-        Option(
-            "spec_ks",
-            "speculative",
-            INTS,
-            (),
-            "Draft lengths (K)",
-            f"Comma-separated, 1 to 16, at most 8 values. Blank: "
-            f"{','.join(map(str, QUICK_KS))} in quick mode, "
-            f"{','.join(map(str, FULL_KS))} in full.",
-            "--spec-k",
-            low=1,
-            high=16,
-            max_items=8,
-            metavar="1,2,4",
-        ),
-        Option(
-            "prompt_lookup",
-            "speculative",
-            BOOL,
-            True,
-            "Also try prompt lookup (n-gram drafts, no model)",
-            "Drafts taken from the prompt itself: no draft model, no extra memory.",
-            "--no-prompt-lookup",
-            negated_flag=True,
-            off_help="Skip prompt lookup (n-gram drafts taken from the prompt).",
-        ),
-        # Quantization -----------------------------------------------------------------
-        Option(
-            "precisions",
-            "quantization",
-            NAMES,
-            (),
-            "Precisions to compare",
-            "Two or more. The first ticked or listed, in this list's order, is the reference "
-            "the others are compared against (fp32 on a CPU; bf16 is the usual one on a GPU). "
-            "int4 and fp8 need a CUDA GPU: a CPU worker reports them as “not available here” "
-            "rather than skipping them. None: the run's dtype, int8 and int4.",
-            "--precisions",
-            choices=tuple(PRECISIONS),
-            initial=FORM_PRECISIONS,
-            metavar="fp32,int8",
-        ),
-        Option(
-            "quant_variants",
-            "quantization",
-            NAMES,
-            (),
-            "Also measure each quantized precision with",
-            "Each quantized precision keeps the output head and the token embeddings in the "
-            "reference precision, as serving engines do. Each variant ticked here is measured "
-            "beside it, one part changed, to show what that part costs and saves.",
-            "--quant-variants",
-            choices=tuple(QUANT_VARIANTS),
-            metavar="lm_head,embeddings",
-        ),
-        # Parallelism -------------------------------------------------------------------
-        Option(
-            "tp_measure",
-            "parallel",
-            CHOICE,
-            None,
-            "Measured tensor-parallel run",
-            "Also run the model split over this many processes (torchrun) against one "
-            "process: per-device weights, prefill and decode time, outputs checked equal. "
-            "On a CPU worker, 2 runs two processes with gloo: slow, but it checks the split. "
-            "4 and 8 need that many GPUs. None: 2 where the worker has 2+ CUDA GPUs, "
-            "else off; 0: off.",
-            "--tp-measure",
-            choices=TP_MEASURE_SIZES,
-            optional=True,
-            unit="processes",
-        ),
         # The serving engine ------------------------------------------------------------
         Option(
             "engine",
@@ -339,6 +261,39 @@ OPTIONS: dict[str, Option] = {
         ),
     )  # fmt: skip
 }
+
+
+class _AllOptions(Mapping[str, Option]):
+    """The base options, then each registered technique's, in the registry's order. Read on
+    first use, so `profiling.config` can take its defaults from here while the techniques'
+    declarations are imported."""
+
+    def _all(self) -> dict[str, Option]:
+        declared = techniques()
+        if self._for is not declared:
+            extra = {o.name: o for t in declared for o in t.options}
+            clash = sorted(set(extra) & set(BASE_OPTIONS))
+            if clash:
+                raise ValueError(f"technique options {clash} reuse a base option's name")
+            self._options, self._for = {**BASE_OPTIONS, **extra}, declared
+        return self._options
+
+    _for: object = None
+    _options: dict[str, Option] = {}
+
+    def __getitem__(self, name: str) -> Option:
+        if name in BASE_OPTIONS:  # read while the config is imported: no registry yet
+            return BASE_OPTIONS[name]
+        return self._all()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
+
+
+OPTIONS: Mapping[str, Option] = _AllOptions()
 
 
 def family(name: str) -> list[Option]:

@@ -18,43 +18,75 @@ refused with a ValueError rather than misread.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from profiling import serde
-from profiling.caching.results import CachingResult
 from profiling.config import ProfileConfig
 from profiling.engine.results import EngineResult
 from profiling.model.info import ModelInfo
-from profiling.parallel.results import DisaggregationResult, ParallelResult
-from profiling.quantization.results import QuantizationResult
 from profiling.results import DecodePoint, Environment, MemoryResult, PhaseVerdict, PrefillPoint
-from profiling.speculative.results import SpeculativeResult
 from profiling.technique_kit.advice_results import Advice, PredictionPoint
+from profiling.techniques import techniques
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 
 
-@dataclass
 class Experiments:
-    """Each optional technique's result; None where it did not run."""
+    """Each registered technique's result by its name (`experiments.speculative`,
+    `experiments["speculative"]`); None where it did not run. Typed by each technique's
+    declaration (`Technique.result_path`)."""
 
-    speculative: SpeculativeResult | None = None
-    quantization: QuantizationResult | None = None
-    caching: CachingResult | None = None
-    parallel: ParallelResult | None = None
-    # Reported beside `parallel` (the parallel experiment measures it).
-    disaggregation: DisaggregationResult | None = None
+    def __init__(self, **results: Any) -> None:
+        known = {t.name for t in techniques()}
+        unknown = sorted(set(results) - known)
+        if unknown:
+            raise TypeError(f"no technique is registered as {', '.join(unknown)}")
+        self.__dict__["_results"] = {name: results.get(name) for name in known}
+
+    def __getattr__(self, name: str) -> Any:
+        results = self.__dict__.get("_results", {})
+        if name in results:
+            return results[name]
+        raise AttributeError(f"no technique is registered as {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        self[name] = value
+
+    def __getitem__(self, name: str) -> Any:
+        return self._results.get(name)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        if name not in self._results:
+            raise AttributeError(f"no technique is registered as {name!r}")
+        self._results[name] = value
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Experiments) and self._results == other._results
+
+    def __repr__(self) -> str:
+        return f"Experiments({', '.join(f'{k}={v!r}' for k, v in self.items())})"
+
+    def items(self) -> list[tuple[str, Any]]:
+        """(name, result) of the techniques that ran, in the registry's order."""
+        return [(t.name, r) for t in techniques() if (r := self._results.get(t.name)) is not None]
 
     def names(self) -> list[str]:
         """The techniques that ran, sorted."""
-        return sorted(f.name for f in fields(self) if getattr(self, f.name) is not None)
+        return sorted(name for name, _ in self.items())
+
+    def to_json(self) -> dict[str, Any]:
+        return {name: serde.to_dict(result) for name, result in self.items()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any], names: list[str]) -> Experiments:
-        known = {f.name for f in fields(cls)}
-        return serde.from_dict(cls, {n: data[n] for n in names if n in known and n in data})
+        results = {
+            t.name: serde.from_dict(t.result_type, data[t.name])
+            for t in techniques()
+            if t.name in names and isinstance(data.get(t.name), dict)
+        }
+        return cls(**results)
 
 
 @dataclass
@@ -115,7 +147,8 @@ class Profile:
         """The JSON tree; each experiment's result sits at the top level under its name
         (`speculative.sweeps`, `quantization.variants`), beside `memory` and `decode`."""
         out = serde.to_dict(self)
-        experiments = {k: v for k, v in out.pop("experiments").items() if v is not None}
+        out.pop("experiments")
+        experiments = self.experiments.to_json()
         out["experiments_run"] = sorted(experiments)
         out.update(experiments)
         return out

@@ -39,8 +39,8 @@ from profiling.projection.fit import Footprint, activation_bytes, fit_check
 from profiling.projection.verdict import verdict
 from profiling.results import FitCheck, MemoryResult
 from profiling.technique_kit.context import ExperimentContext
-from profiling.techniques import BY_NAME, Experiment
-from profiling.techniques import experiment as get_experiment
+from profiling.technique_type import Technique
+from profiling.techniques import technique, techniques
 from profiling.units import size
 
 # Planned work in seconds of a quick demo run on two CPU cores (see Technique.work);
@@ -55,7 +55,7 @@ def plan_spans(experiments: list[str], engine: bool = False) -> dict[str, tuple[
     "memory", "baseline", every experiment by name in the order they run, then
     "engine" when the engine is measured too."""
     parts = [("load", LOAD_WORK), ("memory", MEMORY_WORK), ("baseline", BASELINE_WORK)]
-    parts += [(name, BY_NAME[name].work) for name in experiments]
+    parts += [(name, _technique(name).work) for name in experiments]
     parts += [("engine", ENGINE_WORK)] if engine else []
     total = sum(work for _, work in parts)
     spans, start = {}, 0.0
@@ -74,7 +74,7 @@ def run_profile(
     `clock` overrides the device's clock (tests inject a fake one).
     """
     config.validate()
-    experiments = {name: get_experiment(name) for name in config.experiments}
+    experiments = {name: _technique(name) for name in config.experiments}
     target_gpu = target_gpu_of(config)
     try:
         return _run(config, progress or no_progress, clock, target_gpu, experiments)
@@ -134,7 +134,7 @@ def _run(
     progress: Progress,
     clock: Clock | None,
     target_gpu: hardware.GPU | None,
-    experiments: dict[str, Experiment],
+    experiments: dict[str, Technique],
 ) -> Profile:
     started = environment.utc_now()
     phases = Phases()
@@ -239,7 +239,7 @@ def _profile(run: _Run, m: _Measured, fit: FitCheck | None, started: Any) -> Pro
 def _experiments_and_engine(
     run: _Run,
     profile: Profile,
-    experiments: dict[str, Experiment],
+    experiments: dict[str, Technique],
     m: _Measured,
     fit: FitCheck | None,
 ) -> Any:
@@ -357,7 +357,7 @@ def budget_share(device: str, elapsed_s: float, name: str, still_to_run: list[st
     """Seconds experiment `name` may take, or None where nothing is trimmed (CPU)."""
     if not device.startswith("cuda"):
         return None
-    weights = {n: BY_NAME[n].work if n in BY_NAME else 0.0 for n in still_to_run}
+    weights = {n: t.work if (t := technique(n)) else 0.0 for n in still_to_run}
     total = sum(weights.values()) or 1.0
     return max(0.0, PROFILE_BUDGET_S - elapsed_s) * weights.get(name, 0.0) / total
 
@@ -365,13 +365,13 @@ def budget_share(device: str, elapsed_s: float, name: str, still_to_run: list[st
 def _run_experiments(
     run: _Run,
     profile: Profile,
-    experiments: dict[str, Experiment],
+    experiments: dict[str, Technique],
     artifacts_dir: str | None,
     artifacts: dict[str, str],
     compiled: dict[str, Any],
 ) -> None:
     names, device, phases = list(experiments), run.device, run.phases
-    for i, (name, experiment) in enumerate(experiments.items()):
+    for i, (name, measured) in enumerate(experiments.items()):
         elapsed = phases.elapsed()
         context = ExperimentContext(
             profile.config,
@@ -386,15 +386,27 @@ def _run_experiments(
             budget_share(device, elapsed, name, names[i:]),
             compiled,
         )
-        owns = name in BY_NAME and BY_NAME[name].own_weights
-        aside = set_aside(run.loaded.model, device) if owns else nullcontext()
+        aside = set_aside(run.loaded.model, device) if measured.own_weights else nullcontext()
         with aside:
-            result = experiment(context)
-            setattr(profile.experiments, name, result)
+            assert measured.run is not None  # _technique() gave only those with one
+            result = measured.run(context)
+            profile.experiments[name] = result
+        for other in techniques():  # what this experiment measured for another technique
+            if other.measured_by == name:
+                profile.experiments[other.name] = getattr(result, other.name, None)
         planned = getattr(result, "planned_seconds", None)
         if planned is not None:
             profile.planned_seconds[name] = planned
         phases.done(name)
+
+
+def _technique(name: str) -> Technique:
+    """The registered technique with an experiment named `name`; a ConfigError if this
+    version has none."""
+    found = technique(name)
+    if found is None or not found.run_path:
+        raise ConfigError(f"experiment {name} is not available in this version")
+    return found
 
 
 class Phases:

@@ -4,7 +4,9 @@ Every result and config type of the library is a dataclass built from
 primitives, lists, dicts, optionals and other dataclasses. One generic pair
 of functions serialises all of them, so a new field needs no hand-written
 (de)serialiser, and `from_dict(to_dict(x)) == x` holds for every type.
-Unknown keys are ignored on the way in so older code can read newer JSON.
+Unknown keys are ignored on the way in so older code can read newer JSON. A dict field
+marked `metadata={"flatten": True}` sits flat among its owner's keys in the JSON (its
+owner's other keys are read as its own on the way back).
 """
 
 from __future__ import annotations
@@ -21,7 +23,13 @@ T = TypeVar("T")
 def to_dict(obj: Any) -> Any:
     """Turn a dataclass tree into dicts, lists and primitives."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        out = {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        out = {}
+        for f in dataclasses.fields(obj):
+            value = to_dict(getattr(obj, f.name))
+            if f.metadata.get("flatten"):
+                out.update(value)
+            else:
+                out[f.name] = value
         if hasattr(obj, "json_extra"):
             out.update(obj.json_extra())
         return out
@@ -50,12 +58,16 @@ def _convert(tp: Any, value: Any) -> Any:
         options = [a for a in get_args(tp) if a is not type(None)]
         return _convert(options[0], value) if len(options) == 1 else value
     if dataclasses.is_dataclass(tp):
-        hints = _hints(tp)
+        hints, fields = _hints(tp), dataclasses.fields(tp)
         kwargs = {
             f.name: _convert(hints[f.name], value[f.name])
-            for f in dataclasses.fields(tp)
-            if f.init and f.name in value
+            for f in fields
+            if f.init and f.name in value and not f.metadata.get("flatten")
         }
+        for f in fields:
+            if f.metadata.get("flatten"):
+                own = {g.name for g in fields}
+                kwargs[f.name] = {k: v for k, v in value.items() if k not in own}
         return tp(**kwargs)
     if origin in (list, tuple):
         (item,) = get_args(tp)[:1] or (Any,)

@@ -8,6 +8,7 @@ which go through that form, give the same words.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +88,7 @@ def refuse_unstorable_text(form: forms.BaseForm, data: dict[str, Any]) -> None:
             form.add_error(name, f"This text holds {problem}; remove it.")
 
 
-def in_choice_order(names: list[str], choices: dict[str, str]) -> list[str]:
+def in_choice_order(names: list[str], choices: Iterable[str]) -> list[str]:
     """Chosen names as stored (["fp32", "int8"]): in the order of `choices`, each once.
 
     The page lists the choices in that order and says the first ticked is the

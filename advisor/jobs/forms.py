@@ -23,19 +23,13 @@ from advisor.jobs.conversation_upload import ConversationFileField
 from advisor.jobs.models import Job, Worker
 from advisor.jobs.option_fields import clean_ints, form_field
 from advisor.jobs.samples import PromptFileField
-from advisor.jobs.stored_options import SWITCHES
-from profiling.config import (
-    DTYPES,
-    PRECISIONS,
-    QUANT_VARIANTS,
-    ConfigError,
-    Hardware,
-    Workload,
-    load_problem,
-)
+from advisor.jobs.stored_options import read_option, stored_names, write_option
+from profiling.config import DTYPES, ConfigError, Hardware, Workload, load_problem
 from profiling.measure import hardware
+from profiling.option_type import BOOL, INTS, NAMES
 from profiling.options import OPTIONS, family
-from profiling.techniques import TECHNIQUES
+from profiling.technique_type import Technique
+from profiling.techniques import switched
 
 MIN_PRECISIONS = 2
 # The "run on" value that keeps a job in its target's queue until a worker for
@@ -89,19 +83,31 @@ DEPLOYMENT_DETAILS = (
 )  # fmt: skip
 
 
-# Each technique's switch, as the registry declares it (a base of `JobForm`).
-SwitchFields = type(
-    "SwitchFields",
-    (forms.Form,),
-    {
-        t.switch_name: forms.BooleanField(label=t.switch.label, required=False,
-                                          help_text=t.switch.help)
-        for t in TECHNIQUES if t.switch is not None
-    },
+# The site's own fields of a technique's group, after its options: the prompt sample is a
+# file the site stores with the job (`advisor.jobs.samples`), not an option.
+SITE_FIELDS = {"caching": ("prompt_file",)}
+# The form's order: the model, where it runs, the workload and its targets, the hunch before
+# any technique; then each technique's group (its switch, its options) in the registry's
+# order; the engine; a fixed deployment, folded; the notes.
+BEFORE_TECHNIQUES = (
+    "model_source", "model_name", "dtype", "quick",
+    "gpu_kind", "gpu_count", "run_on",
+    "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
+    "ttft_ms", "tpot_ms", "stated_bottleneck",
 )  # fmt: skip
+AFTER_TECHNIQUES = ("engine", *DEPLOYMENT_DETAILS, "notes")
 
 
-class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelForm):
+def technique_fields(technique: Technique) -> list[str]:
+    """A technique's group on the form: its switch, its options, the site's own fields."""
+    return [
+        technique.switch_name,
+        *(o.name for o in technique.options),
+        *SITE_FIELDS.get(technique.name, ()),
+    ]
+
+
+class JobForm(PromptFileField, ConversationFileField, forms.ModelForm):
     model_name = forms.CharField(
         label="Model",
         max_length=512,
@@ -131,12 +137,7 @@ class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelF
     pp = form_field(OPTIONS["pp"])
     replicas = form_field(OPTIONS["replicas"])
     host_memory_gib = form_field(OPTIONS["host_memory_gib"])
-    draft_model = form_field(OPTIONS["draft_model"])
-    spec_ks = form_field(OPTIONS["spec_ks"])
-    prompt_lookup = form_field(OPTIONS["prompt_lookup"])
-    precisions = form_field(OPTIONS["precisions"], PRECISIONS)
-    quant_variants = form_field(OPTIONS["quant_variants"], QUANT_VARIANTS)
-    tp_measure = form_field(OPTIONS["tp_measure"])
+    # Each registered technique's switch and options are added per form (`__init__`).
     engine = form_field(OPTIONS["engine"])
     run_on = forms.ChoiceField(
         label="Run on",
@@ -145,10 +146,6 @@ class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelF
         "projects memory and speed to the GPU kind above.",
         error_messages={"invalid_choice": "That worker is no longer live; pick another."},
     )
-
-
-    # The row's columns; the options and switches above are stored in `Job.options`.
-    STORED = (*OPTIONS, *SWITCHES)
 
     class Meta:
         model = Job
@@ -169,24 +166,24 @@ class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelF
             "notes": "Anything a teammate should know (up to 4,000 characters).",
         }
 
-    # The method's order: the model, where it runs, the workload and its targets, the
-    # hunch before any technique, the experiments; a fixed deployment is folded.
-    field_order = [
-        "model_source", "model_name", "dtype", "quick",
-        "gpu_kind", "gpu_count", "run_on",
-        "prompt_tokens", "output_tokens", "concurrency", "shared_prefix_tokens",
-        "ttft_ms", "tpot_ms", "stated_bottleneck",
-        "run_quantization", "precisions", "quant_variants",
-        "run_speculative", "draft_model", "spec_ks", "prompt_lookup",
-        "run_caching", "prompt_file", "run_parallel", "tp_measure", "engine",
-        *DEPLOYMENT_DETAILS, "notes",
-    ]  # fmt: skip
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         # A fresh row as the instance makes the model's defaults the initial
         # values of the fields declared here too (512/128/8, quick, demo).
         kwargs.setdefault("instance", Job(model_name="demo"))
         super().__init__(*args, **kwargs)
+        self.techniques = switched()
+        for technique in self.techniques:
+            switch = technique.switch
+            assert switch is not None
+            self.fields[technique.switch_name] = forms.BooleanField(
+                label=switch.label, required=False, help_text=switch.help
+            )
+            for option in technique.options:
+                self.fields[option.name] = form_field(option)
+        self.order_fields(
+            [*BEFORE_TECHNIQUES, *(n for t in self.techniques for n in technique_fields(t)),
+             *AFTER_TECHNIQUES]
+        )  # fmt: skip
         self.served = served_queues()
         self.fields["gpu_kind"].choices = self._gpu_choices()
         self.fields["run_on"].choices = self._run_on_choices()
@@ -200,18 +197,23 @@ class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelF
         # The stored options are the fields' first values. Lists show as the
         # widgets take them: K as comma text, precisions as ticks (an empty
         # list, the library's default, shows the form's default ticks).
-        for name in self.STORED:
+        for name in stored_names():
             if name not in self.initial:
-                self.initial[name] = getattr(self.instance, name)
-        self.initial["spec_ks"] = ",".join(map(str, self.initial["spec_ks"] or []))
-        precisions = OPTIONS["precisions"]
-        self.initial["precisions"] = self.initial["precisions"] or list(precisions.form_default)
+                self.initial[name] = read_option(self.instance, name)
+        for technique in self.techniques:
+            for option in technique.options:
+                if option.kind == INTS:
+                    self.initial[option.name] = ",".join(map(str, self.initial[option.name] or []))
+                elif option.kind == NAMES:
+                    self.initial[option.name] = self.initial[option.name] or list(
+                        option.form_default
+                    )
 
     def _post_clean(self) -> None:
         # The options go into the row's JSON before the model's own checks run.
-        for name in self.STORED:
+        for name in stored_names():
             if name in self.cleaned_data:
-                setattr(self.instance, name, self.cleaned_data[name])
+                write_option(self.instance, name, self.cleaned_data[name])
         super()._post_clean()
 
     # Where it runs -----------------------------------------------------------
@@ -258,6 +260,30 @@ class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelF
         return not self.is_served(self.current_gpu_kind)
 
     @property
+    def technique_groups(self) -> list[dict[str, Any]]:
+        """Each technique's group as the page lays it out: its heading, its switch, then
+        its settings: the fields (side by side where there are two or more), then the
+        options that are a checkbox."""
+        groups = []
+        for technique in self.techniques:
+            settings = [self[name] for name in technique_fields(technique)[1:]]
+            kinds = {o.name: o.kind for o in technique.options}
+            row = [
+                {"field": f, "boxes": kinds.get(f.name) == NAMES,
+                 "note": getattr(self, f"{f.name}_note", "")}
+                for f in settings if kinds.get(f.name) != BOOL
+            ]  # fmt: skip
+            groups.append({
+                "name": technique.name,
+                "heading": technique.heading or technique.label,
+                "switch": self[technique.switch_name],
+                "row": row,
+                "checks": [f for f in settings if kinds.get(f.name) == BOOL],
+                "open": any(f.errors for f in settings),
+            })  # fmt: skip
+        return groups
+
+    @property
     def deployment_errors(self) -> bool:
         """Whether a folded deployment field has an error (the fold then opens)."""
         return any(self[name].errors for name in DEPLOYMENT_DETAILS)
@@ -294,6 +320,7 @@ class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelF
             self.add_error(
                 "shared_prefix_tokens", "The shared prefix cannot be longer than the prompt."
             )
+        self._clean_technique_options(data)
         self._clean_quantization(data)
         self._clean_load(data)
         if self.prompt_sample is not None:
@@ -315,17 +342,22 @@ class JobForm(SwitchFields, PromptFileField, ConversationFileField, forms.ModelF
     def clean_draft_model(self) -> str:
         return check_draft_name(self.cleaned_data.get("draft_model", "").strip())
 
-    def clean_spec_ks(self) -> list[int]:
-        return clean_ints(OPTIONS["spec_ks"], self.cleaned_data.get("spec_ks", ""))
-
-    def clean_precisions(self) -> list[str]:
-        return in_choice_order(self.cleaned_data.get("precisions") or [], PRECISIONS)
-
-    def clean_quant_variants(self) -> list[str]:
-        return in_choice_order(self.cleaned_data.get("quant_variants") or [], QUANT_VARIANTS)
+    def _clean_technique_options(self, data: dict[str, Any]) -> None:
+        """Numbers typed as comma text to their list; names ticked in the page's order."""
+        for option in (o for t in self.techniques for o in t.options):
+            if option.name not in data:
+                continue
+            if option.kind == INTS:
+                try:
+                    data[option.name] = clean_ints(option, data[option.name] or "")
+                except forms.ValidationError as exc:
+                    self.add_error(option.name, exc)
+            elif option.kind == NAMES:
+                data[option.name] = in_choice_order(data[option.name] or [], option.choices)
 
     def _clean_quantization(self, data: dict[str, Any]) -> None:
-        # Unknown names were refused by the fields themselves (not among the choices).
+        # The site's rule for quantization's form: a reference and one to compare. Unknown
+        # names were refused by the fields themselves (not among the choices).
         chosen = data.get("precisions")
         if chosen is None or not data.get("run_quantization"):
             return

@@ -10,8 +10,7 @@ from django.db import models
 from django.db.models import F
 from django.utils import timezone
 
-from advisor.jobs.stored_options import SWITCHES, options_problem, stored_option
-from profiling.options import OPTIONS
+from advisor.jobs.stored_options import options_problem, stored_names, stored_option
 
 
 def new_share_token() -> str:
@@ -266,7 +265,9 @@ class Job(models.Model):
             return []
 
 
-for _name in (*OPTIONS, *SWITCHES):
+# `job.<option>` for the options and switches known when the site starts; code that serves
+# every registered technique reads them with `stored_options.read_option`.
+for _name in stored_names():
     setattr(Job, _name, stored_option(_name))
 
 

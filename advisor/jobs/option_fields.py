@@ -11,14 +11,8 @@ from django import forms
 
 from profiling.options import BOOL, CHOICE, FLOAT, INT, INTS, NAMES, TEXT, Option, parse_ints
 
-# How a choice reads beside its checkbox.
-CHOICE_TEXT = {
-    "precisions": lambda name, label: f"{name} — {label}",
-    "quant_variants": lambda name, label: label,
-}
 
-
-def form_field(option: Option, choice_labels: dict[str, str] | None = None) -> forms.Field:
+def form_field(option: Option) -> forms.Field:
     common = {"label": option.label, "help_text": option.help}
     if option.kind == INT:
         optional = {"required": False, "widget": forms.NumberInput(attrs={"placeholder": "none"})}
@@ -39,11 +33,10 @@ def form_field(option: Option, choice_labels: dict[str, str] | None = None) -> f
     if option.kind in (TEXT, INTS):
         return forms.CharField(max_length=option.max_length or 64, required=False, **common)
     if option.kind == NAMES:
-        text = CHOICE_TEXT.get(option.name, lambda name, label: f"{name} — {label}")
-        labels = choice_labels or {}
+        labels = option.choice_labels or tuple(map(str, option.choices))
         return forms.MultipleChoiceField(
             required=False,
-            choices=[(name, text(name, labels.get(name, name))) for name in option.choices],
+            choices=list(zip(option.choices, labels, strict=True)),
             widget=forms.CheckboxSelectMultiple,
             **common,
         )

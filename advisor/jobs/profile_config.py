@@ -7,9 +7,10 @@ from typing import Any
 from django.conf import settings
 
 from advisor.jobs.models import Job
-from advisor.jobs.stored_options import SWITCHES
-from profiling.config import EXPERIMENT_NAMES, Hardware, ProfileConfig, Workload
-from profiling.options import OPTIONS, TEXT, Option, family
+from advisor.jobs.stored_options import read_option, switches
+from profiling.config import Hardware, ProfileConfig, Workload, technique_options
+from profiling.options import Option, family
+from profiling.techniques import experiment_names
 
 # The row's source names the library's own source words one to one; the map
 # keeps a renamed choice from silently becoming "auto".
@@ -24,19 +25,12 @@ SOURCES = {
 def option_value(job: Job, option: Option) -> Any:
     """A declared option's value on the row, as the library takes it (a blank text is
     None: the library's default)."""
-    stored = getattr(job, option.name)
-    if option.kind == TEXT:
-        return stored or None
-    return stored
+    return option.library_value(read_option(job, option.name))
 
 
 def config_for(job: Job) -> ProfileConfig:
     """The validated profiling config for `job`; raises ConfigError if invalid."""
-    techniques = {
-        o.config_name: option_value(job, o)
-        for o in OPTIONS.values()
-        if o.family not in ("workload", "hardware")
-    }
+    techniques = {name: option_value(job, o) for name, o in technique_options().items()}
     conversations, conversations_name = job.conversations()
     config = ProfileConfig(
         model=job.model_name,
@@ -53,7 +47,10 @@ def config_for(job: Job) -> ProfileConfig:
         prompt_sample=job.sample_prompts() if job.run_caching else [],
         conversations=conversations,
         conversations_name=conversations_name,
-        **techniques,
+        engine=job.engine,
+        load_rps=job.load_rps,
+        load_users=job.load_users,
+        technique_options=techniques,
     )
     config.validate()
     return config
@@ -61,8 +58,8 @@ def config_for(job: Job) -> ProfileConfig:
 
 def experiments_for(job: Job) -> list[str]:
     """The optional experiments the row asks for, in the library's order."""
-    chosen = {name for switch, name in SWITCHES.items() if getattr(job, switch)}
-    return [name for name in EXPERIMENT_NAMES if name in chosen]
+    chosen = {name for switch, name in switches().items() if read_option(job, switch)}
+    return [name for name in experiment_names() if name in chosen]
 
 
 def workload_for(job: Job) -> Workload:

@@ -11,6 +11,7 @@ so the API and the form can never accept different jobs.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -30,7 +31,8 @@ from profiling.options import (
     Option,
 )
 from profiling.projection.conversation_workloads import MAX_TURNS
-from profiling.techniques import BY_NAME
+from profiling.technique_type import Technique
+from profiling.techniques import switched
 from profiling.text import text_problem
 
 
@@ -49,13 +51,6 @@ def Text(max_length: int, description: str = "") -> Any:  # a type factory, name
 
 def _default(name: str) -> Any:
     return Job._meta.get_field(name).get_default()
-
-
-def _switch(technique: str) -> str:
-    """The label of `technique`'s switch, as the registry declares it."""
-    switch = BY_NAME[technique].switch
-    assert switch is not None
-    return switch.label
 
 
 def _enum(values: tuple[Any, ...]) -> Any:
@@ -92,8 +87,8 @@ def option_field(option: Option) -> tuple[Any, Any]:
 
 
 class SiteFields(BaseModel):
-    """The new-job form's own fields; the declared options are added to it below
-    (`JobRequest`). A field left out takes the form's default.
+    """The new-job form's own fields; the techniques' switches and the declared options are
+    added to it below (`job_request()`). A field left out takes the form's default.
 
     The prompt-sample upload is the browser form's only; a conversation file is sent as
     its text.
@@ -135,11 +130,6 @@ class SiteFields(BaseModel):
     ) = ""
     stated_bottleneck: _enum(tuple(Job.Bottleneck.values)) = _default("stated_bottleneck")
     notes: Text(4000, "Anything a teammate should know") = ""
-    # The techniques' switches, with the registry's labels (a test holds the names to it).
-    run_speculative: bool = Field(False, description=_switch("speculative"))
-    run_quantization: bool = Field(False, description=_switch("quantization"))
-    run_caching: bool = Field(False, description=_switch("caching"))
-    run_parallel: bool = Field(False, description=_switch("parallel"))
     conversation_file: Text(
         CONVERSATIONS_MAX_BYTES,
         "The text of a JSON Lines file of your conversations (OpenAI chat or ShareGPT), as "
@@ -148,12 +138,27 @@ class SiteFields(BaseModel):
     ) = ""
 
 
-JobRequest = create_model(
-    "JobRequest",
-    __base__=SiteFields,
-    __doc__=SiteFields.__doc__,
-    **{option.name: option_field(option) for option in OPTIONS.values()},
-)
+def switch_field(technique: Technique) -> tuple[Any, Any]:
+    """(type, pydantic Field) of a technique's switch, with the registry's label."""
+    assert technique.switch is not None
+    return bool, Field(False, description=technique.switch.label)
+
+
+@cache
+def _request_model(declared: tuple[Technique, ...]) -> type[BaseModel]:
+    return create_model(
+        "JobRequest",
+        __base__=SiteFields,
+        __doc__=SiteFields.__doc__,
+        **{t.switch_name: switch_field(t) for t in declared},
+        **{option.name: option_field(option) for option in OPTIONS.values()},
+    )
+
+
+def job_request() -> type[BaseModel]:
+    """The request type: the site's fields, each registered technique's switch, and every
+    declared option (built once per registry)."""
+    return _request_model(switched())
 
 
 FRIENDLY = {
@@ -162,8 +167,11 @@ FRIENDLY = {
     "bool_type": "Send true or false (JSON booleans, not strings or numbers).",
     "list_type": 'Send a JSON list of names, e.g. ["fp32", "int8"].',
     "string_type": "Send a JSON string.",
-    "extra_forbidden": "Unknown field. The fields are: " + ", ".join(JobRequest.model_fields) + ".",
 }
+
+
+def _unknown_field() -> str:
+    return "Unknown field. The fields are: " + ", ".join(job_request().model_fields) + "."
 
 
 # Errors the new-job form also finds, in its own words: left to it, so a script
@@ -192,7 +200,7 @@ def strict_errors(values: dict[str, Any]) -> dict[str, list[str]]:
     """What the strict types refuse in `values` (a wrong JSON type, unstorable text),
     as `{field: [messages]}`; range and choice errors are the form's to report."""
     try:
-        JobRequest.model_validate(values)
+        job_request().model_validate(values)
     except ValidationError as exc:
         return field_errors(exc, skip=LEFT_TO_THE_FORM)
     return {}
@@ -208,6 +216,8 @@ def field_errors(
             continue
         field = str(error["loc"][0]) if error["loc"] else "__all__"
         message = FRIENDLY.get(error["type"]) or _sentence(error["msg"])
+        if error["type"] == "extra_forbidden":
+            message = _unknown_field()
         if _text_too_long(error):  # in Django's MaxLengthValidator's words
             most, has = error["ctx"]["max_length"], len(error["input"])
             message = f"Ensure this value has at most {most} characters (it has {has})."

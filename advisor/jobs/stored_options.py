@@ -1,10 +1,10 @@
 """A job's options as the row stores them: one JSON value, checked by the declarations.
 
-The keys are the declared options (`profiling.options.OPTIONS`) and the
-switches of the optional experiments; the values are the library's own types
-(lists for INTS and NAMES, None for an optional value left out). A key that is
-missing is the option's default, so rows written before an option existed
-read its default.
+The keys are the declared options (`profiling.options.OPTIONS`, each technique's
+included) and the switches of the registered techniques (`run_<name>`); the values
+are the library's own types (lists for INTS and NAMES, None for an optional value
+left out). A key that is missing is the option's default, so rows written before an
+option existed read its default.
 """
 
 from __future__ import annotations
@@ -12,33 +12,46 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.options import OPTIONS
-from profiling.techniques import TECHNIQUES
+from profiling.techniques import switched
 
-# The optional experiments' switches, as the registry declares them: the row's name → the
-# library's name.
-SWITCHES = {t.switch_name: t.name for t in TECHNIQUES if t.switch is not None}
+
+def switches() -> dict[str, str]:
+    """The techniques' switches, as the registry declares them: the row's name → the
+    library's name."""
+    return {t.switch_name: t.name for t in switched()}
+
+
+def stored_names() -> list[str]:
+    """Every key the row's options may hold: the declared options, then the switches."""
+    return [*OPTIONS, *switches()]
 
 
 def default_of(name: str) -> Any:
-    if name in SWITCHES:
+    if name in switches():
         return False
     default = OPTIONS[name].default
     return list(default) if isinstance(default, tuple) else default
 
 
+def read_option(job: Any, name: str) -> Any:
+    """The row's stored value of option or switch `name`, or its declared default."""
+    options = job.options if isinstance(job.options, dict) else {}
+    return options[name] if name in options else default_of(name)
+
+
+def write_option(job: Any, name: str, value: Any) -> None:
+    if not isinstance(job.options, dict):
+        job.options = {}
+    job.options[name] = list(value) if isinstance(value, tuple) else value
+
+
 def stored_option(name: str) -> property:
     """`job.<name>`: the stored value or the declared default; setting it stores it."""
-
-    def read(job: Any) -> Any:
-        options = job.options if isinstance(job.options, dict) else {}
-        return options[name] if name in options else default_of(name)
-
-    def write(job: Any, value: Any) -> None:
-        if not isinstance(job.options, dict):
-            job.options = {}
-        job.options[name] = list(value) if isinstance(value, tuple) else value
-
-    return property(read, write, doc=f"The job's {name!r} option (stored in `options`).")
+    return property(
+        lambda job: read_option(job, name),
+        lambda job, value: write_option(job, name, value),
+        doc=f"The job's {name!r} option (stored in `options`).",
+    )
 
 
 def options_problem(options: Any) -> str | None:
@@ -46,7 +59,7 @@ def options_problem(options: Any) -> str | None:
     if not isinstance(options, dict):
         return "the options must be a JSON object."
     for name, value in options.items():
-        if name in SWITCHES:
+        if name in switches():
             if not isinstance(value, bool):
                 return f"{name} must be true or false."
             continue

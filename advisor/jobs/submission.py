@@ -28,7 +28,13 @@ UPLOAD_ONLY = ("prompt_file",)
 # Files a browser uploads and a script sends as the text of the same field (bounded by
 # the API's body limit), read by the form's own upload check.
 SENT_AS_TEXT = {"conversation_file": "conversations.jsonl"}
-FIELDS = tuple(name for name in JobForm.base_fields if name not in UPLOAD_ONLY)
+
+
+def field_names(form: JobForm | None = None) -> tuple[str, ...]:
+    """The fields a script may send: the form's (each registered technique's included),
+    less the browser's uploads."""
+    return tuple(name for name in (form or JobForm()).fields if name not in UPLOAD_ONLY)
+
 
 Errors = dict[str, list[str]]
 
@@ -49,7 +55,7 @@ def token_accepted(given: str) -> bool:
 def defaults() -> dict[str, Any]:
     """Each field's initial value on a fresh form (512/128/8, quick, demo, …)."""
     form = JobForm()
-    return {name: form[name].initial for name in FIELDS if name not in SENT_AS_TEXT}
+    return {name: form[name].initial for name in field_names(form) if name not in SENT_AS_TEXT}
 
 
 def bind(
@@ -61,9 +67,10 @@ def bind(
     Errors are `{field: [messages]}`; "__all__" holds those of no one field.
     """
     values = dict(values)
-    unknown = sorted(set(values) - set(FIELDS))
+    fields = field_names()
+    unknown = sorted(set(values) - set(fields))
     if unknown:
-        known = ", ".join(FIELDS)
+        known = ", ".join(fields)
         return None, {name: [f"Unknown field. The fields are: {known}."] for name in unknown}
     files = dict(files or {})
     for name, filename in SENT_AS_TEXT.items():

@@ -19,10 +19,9 @@ from profiling.technique_kit.advice_results import (
     Evidence,
     Recommendation,
 )
-from profiling.techniques import TECHNIQUES
+from profiling.techniques import technique
 from profiling.units import UNKNOWN, count, ms, pct, significant, size, tok_s
 
-TECHNIQUE_LABELS = {t.name: t.label for t in TECHNIQUES}
 # Sections a job's page always has, whatever its experiments.
 ALWAYS_PRESENT = ("verdict", "advice", "memory", "prefill", "decode", "predictions", "what-if",
                   "environment")  # fmt: skip
@@ -144,7 +143,7 @@ def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
         "agreement": agreement(advice),
         "recommendations": [
             {
-                "technique": TECHNIQUE_LABELS.get(rec.technique, rec.technique),
+                "technique": technique_label(rec.technique),
                 "setting": rec.setting,
                 "effect": rec.expected_effect.text,
                 "changes": [change_item(c) for c in rec.expected_effect.changes],
@@ -157,7 +156,7 @@ def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
         ],
         "not_recommended": [
             {
-                "technique": TECHNIQUE_LABELS.get(n.technique, n.technique),
+                "technique": technique_label(n.technique),
                 "why": n.why,
                 "key": n.key,
                 "inconclusive": n.inconclusive,
@@ -167,7 +166,7 @@ def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
         ],  # fmt: skip
         "missing": [
             {
-                "technique": TECHNIQUE_LABELS.get(m.technique, m.technique),
+                "technique": technique_label(m.technique),
                 "name": m.technique,
                 "judged": m.judged,
                 "note": m.note,
@@ -175,3 +174,9 @@ def section_context(advice: Advice | None, anchors: set[str]) -> dict[str, Any]:
             for m in advice.experiments_missing
         ],  # fmt: skip
     }
+
+
+def technique_label(name: str) -> str:
+    """A technique's label, as the registry declares it ("engine" and the like: its name)."""
+    found = technique(name)
+    return found.label if found else name

@@ -17,11 +17,10 @@ from advisor.reports.charts_base import PALETTE, Figure, base_layout, sweep_axis
 from profiling.measure.stats import INCONCLUSIVE, Interval, ratio_interval
 from profiling.profile import Profile
 from profiling.technique_kit.advice_results import Advice
-from profiling.techniques import TECHNIQUES
+from profiling.techniques import techniques
 from profiling.units import UNKNOWN, ms, size, tok_s
 
 # Each experiment's result carries a one-line `finding`; parallel also writes disaggregation.
-EXPERIMENTS = {t.name: t.label for t in TECHNIQUES}
 DASHES = ["solid", "dash", "dot", "dashdot"]
 
 
@@ -276,7 +275,7 @@ def _not_run(side: Side) -> str:
 
 def _experiments(a: Side, b: Side) -> Group:
     group = Group("Experiments")
-    for name, label in EXPERIMENTS.items():
+    for name, label in ((t.name, t.label) for t in techniques()):
         x, y = _finding(a.profile, name), _finding(b.profile, name)
         if x or y:
             group.rows.append(Row(label, x or _not_run(a), y or _not_run(b)))

@@ -9,10 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from advisor.reports.advice import (
-    TECHNIQUE_LABELS,
     agreement,
     change_item,
     confidence_text,
+    technique_label,
 )
 from profiling.profile import Profile
 from profiling.technique_kit.advice_results import ESTIMATED, Advice, Change, Recommendation
@@ -41,7 +41,7 @@ def action(rec: Recommendation) -> dict[str, Any]:
     change = primary_change(rec)
     estimated = rec.basis == ESTIMATED
     return {
-        "technique": TECHNIQUE_LABELS.get(rec.technique, rec.technique),
+        "technique": technique_label(rec.technique),
         "setting": rec.setting,
         # The same words and units as the recommendation's own list of changes.
         **(change_item(change) if change else {"metric": "", "before": "", "after": ""}),
@@ -57,10 +57,10 @@ def next_steps(advice: Advice, quick: bool) -> list[str]:
     for n in advice.not_recommended:
         if n.inconclusive:
             more = "run the job again in full mode for more repeats" if quick else "run it again"
-            label = TECHNIQUE_LABELS.get(n.technique, n.technique)
+            label = technique_label(n.technique)
             steps.append(f"{label}: its effect was inside the noise here; {more}.")
     for m in advice.experiments_missing:
-        label = TECHNIQUE_LABELS.get(m.technique, m.technique)
+        label = technique_label(m.technique)
         if m.judged == ESTIMATED:
             steps.append(f"{label}: estimated only; tick its experiment to measure it.")
         else:
@@ -140,8 +140,11 @@ def section_findings(profile: Profile, context: dict[str, Any]) -> dict[str, str
             f"considered and set aside ({inconclusive} inside the noise), "
             f"{len(advice.experiments_missing)} not run; the deciding numbers"
         )
-    for name in ("quantization", "speculative", "caching", "parallel"):
-        result = getattr(ran, name)
-        if result is not None:
-            findings[name] = getattr(result, "finding", "") or "ran"
+    for name, result in ran.items():
+        findings[name] = finding_of(result)
     return findings
+
+
+def finding_of(result: Any) -> str:
+    """A technique's one-line finding, from its result."""
+    return getattr(result, "finding", "") or "ran"

@@ -38,8 +38,9 @@ from advisor.reports import (
     verdict,
     whatif_form,
 )
-from profiling.profile import Profile
-from profiling.techniques import TECHNIQUES
+from profiling.profile import Experiments, Profile
+from profiling.technique_type import Technique
+from profiling.techniques import techniques
 from profiling.units import UNKNOWN, count, size
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,7 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "environment_rows": environment_rows(profile),
         "model_rows": model_rows(profile),
         **technique_sections(profile),
+        "technique_parts": technique_parts(profile),
         "engine": engine.section_context(profile.engine, profile.advice),
         "conversations": conversations.section_context(profile.conversations),
         # The deployment search the advice carries, where it ran (a deployment GPU known).
@@ -99,18 +101,55 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
     return context
 
 
-# Each technique's section, by the registry's name (disaggregation is drawn in parallel's).
-SECTIONS = {
-    "speculative": lambda ran: speculative.section_context(ran.speculative),
-    "quantization": lambda ran: quantization.section_context(ran.quantization),
-    "caching": lambda ran: caching.section_context(ran.caching),
-    "parallel": lambda ran: parallel.section_context(ran.parallel, ran.disaggregation),
-}
+# The techniques the site draws a page part of its own for (charts, outputs side by side):
+# its template, its title and its context from the results (disaggregation is drawn in
+# parallel's). Every other registered technique is drawn from its folder's
+# `ReportSection` (`reports/_technique.html`).
+PAGES = {
+    "quantization": ("reports/_quantization.html", "Quantization",
+                     lambda ran: quantization.section_context(ran.quantization)),
+    "speculative": ("reports/_speculative.html", "Speculative decoding",
+                    lambda ran: speculative.section_context(ran.speculative)),
+    "caching": ("reports/_caching.html", "Prefix caching",
+                lambda ran: caching.section_context(ran.caching)),
+    "parallel": ("reports/_parallel.html", "Split work across devices",
+                 lambda ran: parallel.section_context(ran.parallel, ran.disaggregation)),
+}  # fmt: skip
 
 
 def technique_sections(profile: Profile) -> dict[str, Any]:
-    """Every registered technique's section context (None where it did not run)."""
-    return {t.name: SECTIONS[t.name](profile.experiments) for t in TECHNIQUES if t.name in SECTIONS}
+    """Each page part's context, by its technique's name (None where it did not run)."""
+    return {name: build(profile.experiments) for name, (_, _, build) in PAGES.items()}
+
+
+def technique_parts(profile: Profile) -> list[dict[str, Any]]:
+    """The report's technique sections, in the registry's order: each that ran, folded
+    under its finding (`reports/_fold.html`)."""
+    parts = []
+    for technique in techniques():
+        part = _part(technique, profile.experiments)
+        if part is not None:
+            parts.append(part)
+    return parts
+
+
+def _part(technique: Technique, ran: Experiments) -> dict[str, Any] | None:
+    result = ran[technique.name]
+    if result is None or technique.measured_by:  # drawn in the one that measured it
+        return None
+    finding = summary.finding_of(result)
+    if technique.name in PAGES:
+        template, title, _ = PAGES[technique.name]
+        return {"name": technique.name, "template": template, "title": title,
+                "finding": finding}  # fmt: skip
+    section = technique.section(result)
+    return {
+        "name": technique.name,
+        "template": "reports/_technique.html",
+        "title": technique.label,
+        "finding": section.finding if section else finding,
+        "section": section,
+    }
 
 
 def _advice_sections(

@@ -41,7 +41,7 @@ from profiling.technique_kit.advice_results import (
     Recommendation,
 )
 from profiling.technique_kit.facts import Facts, decode_peak, gpu_of, prefill_peak
-from profiling.techniques import TECHNIQUES
+from profiling.techniques import techniques
 from profiling.units import size
 
 
@@ -68,8 +68,8 @@ def advise(
     recommendations: list[Recommendation] = []
     refused: list[NotRecommended] = []
     by_engine = engine_outcomes(engine, facts, tolerance)
-    for technique in TECHNIQUES:
-        result = getattr(ran, technique.name)
+    for technique in techniques():
+        result = ran[technique.name]
         outcomes = technique.advise(facts, result, bottleneck, tolerance)
         if technique.name in by_engine:
             # The engine's figures win; quantization keeps the eager formats it has not run.

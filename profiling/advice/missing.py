@@ -5,16 +5,7 @@ from __future__ import annotations
 from profiling.profile import Experiments
 from profiling.technique_kit.advice_results import MissingExperiment, NotRecommended, Recommendation
 from profiling.technique_kit.facts import Facts
-from profiling.techniques import TECHNIQUES
-
-MISSING_HINTS = {
-    "quantization": "run it to measure speed and quality on your model",
-    "speculative": "its gain rests on how many drafted tokens are accepted, which only a run "
-    "measures",
-    "caching": "send a prompt sample or a shared prefix to measure the reuse",
-    "parallel": "run it to size each device from the real parameters",
-    "disaggregation": "the parallel experiment measures a prefill joining decode steps",
-}
+from profiling.techniques import techniques
 
 
 def missing(
@@ -26,12 +17,12 @@ def missing(
 ) -> list[MissingExperiment]:
     judged = {r.technique for r in recommendations} | {r.technique for r in refused}
     out = []
-    for technique in (t.name for t in TECHNIQUES):
-        if getattr(ran, technique) is not None or technique in (on_engine or set()):
+    for technique, hint in ((t.name, t.missing_hint) for t in techniques()):
+        if ran[technique] is not None or technique in (on_engine or set()):
             continue
         how = "estimated" if technique in judged else "not judged"
         lead = "not run in this job" if facts.measured else "no experiment runs in an estimate"
         then = "an estimate stands in (marked estimated)" if how == "estimated" else "not judged"
-        note = f"{lead}: {then}; {MISSING_HINTS[technique]}"
+        note = f"{lead}: {then}; {hint}"
         out.append(MissingExperiment(technique, how, note))
     return out

@@ -350,7 +350,7 @@ def run_for_context(
     ks: list[int] | None = None,
     prompt_lookup: bool = True,
 ) -> SpeculativeResult:
-    """The experiment as the registry calls it .
+    """The experiment for a context, with the draft, K values and prompt lookup given.
 
     The draft defaults to the target's known draft (`demo` -> `demo-draft`);
     without one only prompt lookup runs. Sizes follow `make_plan` from the
@@ -379,3 +379,13 @@ def run_for_context(
     )
     record(result, costed, context.budget_s, "the sweep")
     return result
+
+
+def run_technique(context: ExperimentContext) -> SpeculativeResult:
+    """The experiment as the registry calls it: the draft, K values and prompt lookup the
+    config asks for."""
+    config = context.config
+    return run_for_context(
+        context, draft_name=config.draft, ks=config.spec_ks or None,
+        prompt_lookup=config.prompt_lookup,
+    )  # fmt: skip

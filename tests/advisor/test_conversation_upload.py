@@ -18,7 +18,7 @@ from django.core.management import CommandError, call_command
 from advisor.jobs import profile_config, submission
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import ConversationFile, Job
-from advisor.jobs.request import JobRequest
+from advisor.jobs.request import job_request
 from profiling.advice.job_conversations import attach_conversations, read_chats
 from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.profile import Profile
@@ -198,7 +198,7 @@ def test_a_file_at_the_turn_cap_is_taken_and_the_cap_is_stated_where_the_file_is
     assert form.is_valid(), form.errors
     stated = f"{MAX_TURNS:,} turns"
     assert stated in form.fields["conversation_file"].help_text
-    schema = JobRequest.model_json_schema()["properties"]["conversation_file"]
+    schema = job_request().model_json_schema()["properties"]["conversation_file"]
     assert stated in schema["description"]
 
 

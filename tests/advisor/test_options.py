@@ -13,13 +13,13 @@ from django.core.management import load_command_class
 from advisor.jobs.forms import JobForm
 from advisor.jobs.models import Job
 from advisor.jobs.profile_config import experiments_for
-from advisor.jobs.request import JobRequest
-from advisor.jobs.stored_options import SWITCHES
+from advisor.jobs.request import job_request
+from advisor.jobs.stored_options import switches
 from profiling.cli import build_parser
 from profiling.cli_common import flag_arguments
-from profiling.config import EXPERIMENT_NAMES, Hardware, ProfileConfig, Workload
+from profiling.config import Hardware, ProfileConfig, Workload
 from profiling.options import FLOAT, INT, INTS, NAMES, OPTIONS, Option
-from profiling.techniques import TECHNIQUES
+from profiling.techniques import experiment_names, switched
 
 pytestmark = pytest.mark.django_db
 DECLARED = list(OPTIONS.values())
@@ -68,7 +68,7 @@ def test_the_form_field_has_the_options_label_help_and_range(option):
 
 @pytest.mark.parametrize("option", DECLARED, ids=lambda o: o.name)
 def test_the_api_schema_describes_the_option(option):
-    schema = JobRequest.model_json_schema()["properties"][option.name]
+    schema = job_request().model_json_schema()["properties"][option.name]
     assert schema["title"] == option.label and option.help in schema["description"]
     if option.kind in (INT, FLOAT):
         bounded = schema["anyOf"][0] if option.optional else schema
@@ -136,12 +136,12 @@ def test_a_bad_value_is_refused_by_the_declaration_and_the_library_in_its_words(
     assert str(refused.value) == f"{name}: {problem}"
 
 
-SWITCHED = [t for t in TECHNIQUES if t.switch is not None]
+SWITCHED = list(switched())
 
 
 def test_every_experiment_the_config_knows_has_a_switch_in_the_registry():
-    assert sorted(t.name for t in SWITCHED) == sorted(EXPERIMENT_NAMES)
-    assert {f"run_{t.name}": t.name for t in SWITCHED} == SWITCHES
+    assert sorted(t.name for t in SWITCHED) == sorted(experiment_names())
+    assert {f"run_{t.name}": t.name for t in SWITCHED} == switches()
 
 
 @pytest.mark.parametrize("technique", SWITCHED, ids=lambda t: t.name)
@@ -150,7 +150,7 @@ def test_each_techniques_switch_reaches_the_form_the_api_and_the_row(technique):
     field = JobForm().fields[technique.switch_name]
     assert (field.label, field.help_text) == (technique.switch.label, technique.switch.help)
     assert field.required is False and field.initial is None
-    schema = JobRequest.model_json_schema()["properties"][technique.switch_name]
+    schema = job_request().model_json_schema()["properties"][technique.switch_name]
     assert (schema["type"], schema["default"]) == ("boolean", False)
     assert schema["description"] == technique.switch.label
     job = Job(model_name="demo")

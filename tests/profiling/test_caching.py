@@ -18,7 +18,7 @@ from profiling.caching.results import CachingResult
 from profiling.config import Workload
 from profiling.model.memory import kv_bytes_per_token_measured
 from profiling.profile import Profile
-from profiling.techniques import BY_NAME
+from profiling.techniques import technique
 from tests.profiling.prefills import Prefills, reuse_pairs
 from tests.profiling.test_cli import run_cli
 from tests.profiling.tiny import tiny_llama_config
@@ -246,7 +246,7 @@ def test_the_plan_follows_the_workload_capped_by_quick_mode_and_positions() -> N
 
 
 def test_caching_is_registered() -> None:
-    assert BY_NAME["caching"].run is not None
+    assert technique("caching").run is not None
 
 
 # -- the command line ---------------------------------------------------------------

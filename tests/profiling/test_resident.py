@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import torch
 
 from profiling.measure.resident import can_move, set_aside
-from profiling.techniques import BY_NAME
+from profiling.techniques import technique
 
 
 def test_on_a_cpu_the_weights_stay_where_they_are() -> None:
@@ -27,8 +27,8 @@ def test_only_a_model_on_one_gpu_is_moved() -> None:
 def test_the_experiments_that_load_their_own_weights_are_marked() -> None:
     # Quantization builds every variant fresh and never runs the reference; the parallel
     # experiment runs the reference for disaggregation, so it sets it aside itself.
-    assert BY_NAME["quantization"].own_weights
-    assert not BY_NAME["parallel"].own_weights and not BY_NAME["speculative"].own_weights
+    assert technique("quantization").own_weights
+    assert not technique("parallel").own_weights and not technique("speculative").own_weights
 
 
 def test_weights_larger_than_one_gpu_go_over_the_visible_ones() -> None:

@@ -25,21 +25,26 @@ from django.urls import reverse
 
 from advisor.jobs import dispatch, reaper, submission
 from advisor.jobs.models import Job
-from profiling.cli_common import add_option_flags
-from profiling.config import EXPERIMENT_NAMES
+from profiling.cli_common import add_option_flags, add_technique_flags
 from profiling.options import NAMES, OPTIONS, parse_names
+from profiling.techniques import experiment_names
 
 BAR_WIDTH = 30
 EXIT_FAILED, EXIT_BAD_INPUT, EXIT_TIMEOUT = 1, 2, 3
 # Form field → the flag that sets it, so an error names what the user typed. The
 # declared options' flags are the library CLI's own (profiling.options).
-FLAGS = {
+SITE_FLAGS = {
     "model_name": "--model", "model_source": "--source", "dtype": "--dtype",
     "quick": "--full", "gpu_kind": "--gpu", "run_on": "--run-on",
     "stated_bottleneck": "--stated-bottleneck", "notes": "--notes",
     "conversation_file": "--conversations",
-    **{option.name: option.flag for option in OPTIONS.values()},
 }  # fmt: skip
+
+
+def flag_of(field: str) -> str:
+    """The flag that sets a form field ("" for none)."""
+    option = OPTIONS.get(field)
+    return option.flag if option is not None else SITE_FLAGS.get(field, "")
 
 
 def bar(job: Job) -> str:
@@ -82,9 +87,10 @@ class Command(BaseCommand):
             "form's upload and estimate --conversations take them",
         )  # fmt: skip
         parser.add_argument(
-            "--experiments", default="", help=f"comma-separated: {','.join(EXPERIMENT_NAMES)}"
+            "--experiments", default="", help=f"comma-separated: {','.join(experiment_names())}"
         )
-        add_option_flags(parser, "speculative", "quantization", "parallel", "engine", "fleet")
+        add_technique_flags(parser)
+        add_option_flags(parser, "engine", "fleet")
         parser.add_argument(
             "--token",
             default=os.environ.get("ADVISOR_API_TOKEN", ""),
@@ -96,11 +102,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         experiments = parse_names(options["experiments"])
-        unknown = [name for name in experiments if name not in EXPERIMENT_NAMES]
+        unknown = [name for name in experiments if name not in experiment_names()]
         if unknown:
             raise self.bad_input(
                 [f"--experiments: unknown {', '.join(unknown)}; "
-                 f"choose from {', '.join(EXPERIMENT_NAMES)}"]
+                 f"choose from {', '.join(experiment_names())}"]
             )  # fmt: skip
         if not submission.token_accepted(options["token"]):
             raise self.bad_input(["--token: this site creates jobs only with its access token"])
@@ -108,7 +114,7 @@ class Command(BaseCommand):
             form, errors = submission.check(self.values(options, experiments), files)
         if errors:
             raise self.bad_input(
-                [f"{FLAGS.get(field, '')}: {m}".lstrip(": ") for field, ms in errors.items()
+                [f"{flag_of(field)}: {m}".lstrip(": ") for field, ms in errors.items()
                  for m in ms]
             )  # fmt: skip
         try:
