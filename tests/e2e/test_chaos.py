@@ -16,10 +16,12 @@ import contextlib
 import os
 import re
 import signal
+import sqlite3
 import time
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from advisor import embedded_redis
 from advisor.jobs import dispatch
@@ -116,6 +118,41 @@ def test_a_broker_restarted_twice_during_a_batch_loses_no_job(
 
 
 @pytest.mark.postgres
+def database_writable() -> bool:
+    """Whether another process may write the test database now (SQLite: nobody holds its
+    write lock; any other database locks rows, not the whole file)."""
+    if connection.vendor != "sqlite":
+        return True
+    probe = sqlite3.connect(connection.settings_dict["NAME"], timeout=0.2)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.rollback()
+        return True
+    except sqlite3.OperationalError:
+        return False
+    finally:
+        probe.close()
+
+
+def freeze_holding_no_lock(groups: list[int], tries: int = 100) -> None:
+    """SIGSTOP the process groups at a moment none of them holds the database's write lock.
+
+    On SQLite a process frozen inside a write (a lease beat's transaction) locks every
+    other process out of the whole file until it wakes: not the frozen host this test is
+    about, whose job another worker takes. Frozen mid-write, they are woken and frozen
+    again a moment later.
+    """
+    for _ in range(tries):
+        for group in groups:
+            os.killpg(group, signal.SIGSTOP)
+        if database_writable():
+            return
+        for group in groups:
+            os.killpg(group, signal.SIGCONT)
+        time.sleep(0.05)
+    raise AssertionError(f"the workers held the database's write lock at {tries} tries")
+
+
 def test_a_frozen_workers_stale_attempt_writes_nothing(
     worker_factory, demo_model_dir, redis_url, tmp_path
 ):
@@ -127,10 +164,10 @@ def test_a_frozen_workers_stale_attempt_writes_nothing(
     job = wait_for_job(submit("test-frozen").pk, until=gate.holds)
     stale_child, first_lease = job.child_pid, job.lease
     groups = [frozen.proc.pid, os.getpgid(stale_child)]
-    for group in groups:
-        os.killpg(group, signal.SIGSTOP)
-    rescuer = worker_factory(["test-frozen"], env)
+    rescuer = None
     try:
+        freeze_holding_no_lock(groups)
+        rescuer = worker_factory(["test-frozen"], env)
         taken = wait_for_job(job.pk, until=lambda j: j.attempts == 2 and gate.holds(j))
         assert taken.worker_host == rescuer.name and taken.lease != first_lease
         for group in groups:
@@ -143,7 +180,8 @@ def test_a_frozen_workers_stale_attempt_writes_nothing(
         for group in groups:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(group, signal.SIGCONT)
-        rescuer.stop()
+        if rescuer is not None:
+            rescuer.stop()
         frozen.stop()
     written = outcomes_written(frozen, rescuer)
     refused = "not written: the row is no longer this attempt's" in frozen.log_path.read_text()
