@@ -11,10 +11,10 @@ over the whole catalog (the model sized before the clock starts, as the CLI's es
 sizes it once). Goal: ≤ 2 s a scenario. On a machine shared with other work the wall time
 counts theirs too: the CPU time is this process's alone.
 
-`--check` also holds each scenario's cheapest row to the simulated engine, as the test does
-(`tests/profiling/test_fleet.py`): with users, that many users split over its replicas meet
-the targets and over one replica fewer miss them; with a rate, its replicas' capacity
-carries the rate and one replica fewer's does not.
+`--check` also holds each scenario's cheapest row to the simulated engine, as the test
+does (`tests/profiling/projection/test_fleet.py`): with users, that many users split over
+its replicas meet the targets and over one replica fewer miss them; with a rate, its
+replicas' capacity carries the rate and one replica fewer's does not.
 """
 
 from __future__ import annotations

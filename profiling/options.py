@@ -10,7 +10,7 @@ form's fields, the job row, the JSON API and its OpenAPI document. A technique's
 appear on each surface from its declaration alone. The workload's and the deployment's are
 also laid out by hand where a surface arranges them: `Workload`'s and `Hardware`'s fields,
 the form's template and folds, the command lines' flag groups;
-`tests/advisor/test_options.py` checks each declaration on every surface.
+`tests/advisor/jobs/test_options.py` checks each declaration on every surface.
 
 `name` is the option's field name in the form, the API and the job row's
 `options` JSON; `config` is where `ProfileConfig` keeps it, when that differs.

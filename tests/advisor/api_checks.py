@@ -1,5 +1,5 @@
 """What every fuzzed API answer is checked against (schemathesis): shared by the suite's
-fuzz (tests/advisor/test_api_fuzz.py) and its soak at scale (bench/fuzz_api.py)."""
+fuzz (tests/advisor/api/test_api_fuzz.py) and its soak at scale (bench/fuzz_api.py)."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ from django.test import Client
 
 from advisor.celery import app
 from advisor.jobs.models import Worker
-from tests.advisor.test_charts import real_demo_profile, real_spec_profile
+from tests.advisor.reports.test_charts import real_demo_profile, real_spec_profile
 
 
 @pytest.fixture

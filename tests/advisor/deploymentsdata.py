@@ -20,7 +20,7 @@ from profiling.measure import hardware
 from profiling.model.shapes import Shapes
 from profiling.profile import Profile
 from profiling.projection.estimate import shipped_configs
-from tests.advisor.test_charts import real_demo_profile
+from tests.advisor.reports.test_charts import real_demo_profile
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 GPU = "H100"

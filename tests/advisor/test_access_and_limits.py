@@ -12,8 +12,8 @@ from django.test.utils import CaptureQueriesContext
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
 from tests.advisor.formdata import demo_form
+from tests.advisor.jobs.test_submit_command import run
 from tests.advisor.pages import csrf_token
-from tests.advisor.test_submit_command import run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN = "a-long-site-token-0123456789"

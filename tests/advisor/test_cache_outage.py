@@ -8,7 +8,7 @@ from django.test import Client
 
 from advisor.jobs.models import Comment, Job
 from tests.advisor.pages import csrf_token, make_job, own
-from tests.advisor.test_charts import real_demo_profile
+from tests.advisor.reports.test_charts import real_demo_profile
 
 pytestmark = pytest.mark.django_db
 

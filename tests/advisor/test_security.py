@@ -11,7 +11,7 @@ from django.urls import reverse
 from advisor.jobs.models import Job
 from advisor.jobs.ownership import SESSION_KEY
 from tests.advisor.pages import csrf_token, form_data, make_job, own
-from tests.advisor.test_charts import real_demo_profile
+from tests.advisor.reports.test_charts import real_demo_profile
 
 pytestmark = pytest.mark.django_db
 

@@ -27,7 +27,7 @@ from advisor import embedded_redis
 from advisor.jobs import dispatch
 from advisor.jobs.models import Job
 from advisor.settings import cache_location
-from tests.advisor.test_tasks import pid_gone
+from tests.advisor.jobs.test_tasks import pid_gone
 from tests.conftest import JOB_TIMEOUT_S, WorkerProcess, wait_for_job
 from tests.gate import Gate
 

@@ -16,7 +16,7 @@ from profiling.config import CONVERSATIONS_MAX_BYTES
 from profiling.errors import OutOfMemory
 from profiling.profile import Profile
 from profiling.projection.conversation_workloads import MAX_TURNS
-from tests.profiling.test_conversations import turns_file
+from tests.profiling.projection.test_conversations import turns_file
 from tests.profiling.tiny import save_tiny_llama_dir
 
 pytestmark = pytest.mark.model  # profiles through the command line
