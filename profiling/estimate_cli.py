@@ -33,9 +33,10 @@ from profiling.cli_common import (
 from profiling.config import ConfigError
 from profiling.measure import hardware
 from profiling.model.shapes import Shapes, SizingError
+from profiling.projection.calibration import assumed
 from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 from profiling.projection.estimate import shipped_configs
-from profiling.projection.precision import serving_precision
+from profiling.projection.precision import PRECISIONS, serving_precision
 from profiling.technique_kit.advice_results import Advice, PredictionPoint, Recommendation
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -107,6 +108,8 @@ def estimate(args: argparse.Namespace) -> dict[str, Any]:
     if deployment.kv_cache == "auto" and shapes.checkpoint and shapes.checkpoint.kv == "float8":
         deployment = dataclasses.replace(deployment, kv_cache="fp8")
     dtype = deployment.serving_dtype(model_dtype)
+    if gpu is not None:
+        _check_runs_on(gpu, dtype, deployment.weights)
     acceptance = args.spec_acceptance
     if acceptance is not None and not 0.0 <= acceptance < 1.0:
         raise ConfigError(f"--spec-acceptance {acceptance}: give a share from 0 to below 1")
@@ -235,6 +238,31 @@ def _deployment_details(row: dict[str, Any]) -> list[str]:
     elif row["command"] and row["command"].get("unavailable"):
         out.append(f"      no command: {row['command']['unavailable']}")
     return out
+
+
+def _check_runs_on(gpu: hardware.GPU, dtype: str, weights: str) -> None:
+    """A ConfigError naming what to give instead where `gpu` has no compute peak for the
+    format the estimate serves in (fp8 on an A100: no fp8 cores)."""
+    try:
+        assumed(gpu, dtype)
+    except ValueError:
+        form = PRECISIONS.get(dtype)
+        compute = {"float8": "fp8"}.get(form.compute, form.compute) if form else dtype
+        chosen = f"--weights {weights}" if weights != "auto" else "the checkpoint's own format"
+        *first, last = (f for f in ("bf16", "int8", "int4") if f != compute)
+        others = f"{', '.join(first)} or {last}"
+        marlin = (
+            (
+                " (vLLM runs fp8 weights there weight-only, W8A16 with its FP8 Marlin "
+                "kernels, which the estimate does not model)"
+            )
+            if compute == "fp8"
+            else ""
+        )
+        raise ConfigError(
+            f"{gpu.label} has no {compute} compute, and {chosen} serves in {compute}: "
+            f"give --weights {others}{marlin}"
+        ) from None
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

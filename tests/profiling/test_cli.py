@@ -271,6 +271,19 @@ def bad_conversation_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     return files
 
 
+@pytest.mark.parametrize(
+    "args",
+    [("llama-3.1-8b", "--gpu", "A100-80GB", "--weights", "fp8"),
+     ("deepseek-v3", "--gpu", "A100-80GB", "--gpus", "16")],  # its checkpoint is block fp8
+    ids=["asked-for", "the-checkpoints"],
+)  # fmt: skip
+def test_a_format_the_gpu_has_no_compute_for_is_refused_in_a_sentence(args):
+    done = run_cli("estimate", *args)
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert "A100 80GB SXM has no fp8 compute" in done.stderr
+    assert "give --weights bf16, int8 or int4" in done.stderr
+
+
 def test_a_bad_conversation_file_is_refused_in_estimates_words_before_any_model_loads(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
