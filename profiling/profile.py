@@ -13,7 +13,8 @@ refused with a ValueError rather than misread.
     1  typed results were dicts inside the profile (same JSON shape)
     2  `experiments` typed per technique; later additive sections (`engine`,
        `eager_verdict`, `conversations`) are None when absent, so version 2 readers
-       still read it
+       still read it. Conversations are now a technique's result: listed in
+       `experiments_run` where present, absent (not null) where not
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from profiling.engine.results import EngineResult
 from profiling.model.info import ModelInfo
 from profiling.results import DecodePoint, Environment, MemoryResult, PhaseVerdict, PrefillPoint
 from profiling.technique_kit.advice_results import Advice, PredictionPoint
-from profiling.techniques import techniques
+from profiling.techniques import technique, techniques
 
 SCHEMA_VERSION = 2
 READABLE_VERSIONS = (1, 2)
@@ -80,11 +81,13 @@ class Experiments:
         return {name: serde.to_dict(result) for name, result in self.items()}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], names: list[str]) -> Experiments:
+    def from_json(cls, data: dict[str, Any]) -> Experiments:
+        # Every technique whose result is there; a result written before its technique was
+        # registered (the conversations of version 2) is read too.
         results = {
             t.name: serde.from_dict(t.result_type, data[t.name])
             for t in techniques()
-            if t.name in names and isinstance(data.get(t.name), dict)
+            if isinstance(data.get(t.name), dict)
         }
         return cls(**results)
 
@@ -117,12 +120,22 @@ class Profile:
     # What each experiment's plan was costed at before it ran (its folder's budget.py,
     # from the baseline's measurements), by name; only experiments that cost their plan.
     planned_seconds: dict[str, float] = field(default_factory=dict)
-    # The conversation workload's prefix-cache replay and host-tier projection, the JSON
-    # of the estimate's section (`profiling.caching.conversation_estimate`); None without one.
-    conversations: dict[str, Any] | None = None
     # The fleet for the job's target load (`profiling.advice.fleet`: the JSON of
     # `profiling.projection.fleet.Fleet`, each row with its launch command); None without one.
     fleet: dict[str, Any] | None = None
+
+    @property
+    def conversations(self) -> dict[str, Any] | None:
+        """The conversation workload's prefix-cache replay and host-tier projection: the
+        JSON of the estimate's section (`profiling.caching.conversation_estimate`), kept as
+        the conversations technique's result; None without one."""
+        result = self.experiments.conversations
+        return result.section if result is not None else None
+
+    @conversations.setter
+    def conversations(self, section: dict[str, Any] | None) -> None:
+        kept = None if section is None else technique("conversations").result_type(section)
+        self.experiments.conversations = kept
 
     def time_spent(self) -> str:
         """ "load 1.2 s · baseline 8.0 s · speculative 31.4 s (planned 28.0 s)", or ""
@@ -166,7 +179,6 @@ class Profile:
         profile = serde.from_dict(cls, body)
         nested = data.get("experiments")
         nested = nested if isinstance(nested, dict) else {}
-        names = data.get("experiments_run") or list(nested)
-        profile.experiments = Experiments.from_json({**nested, **data}, list(names))
+        profile.experiments = Experiments.from_json({**nested, **data})
         profile.schema_version = SCHEMA_VERSION
         return profile

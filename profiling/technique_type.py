@@ -58,7 +58,9 @@ class Technique(Generic[Result]):
     # module imports no torch: the site reads it).
     result_path: str
     # "module:function": the rule, (facts, its result or None, the bottleneck, the
-    # quality tolerance) -> recommendations and what is not recommended.
+    # quality tolerance) -> recommendations and what is not recommended; "" where the
+    # technique's outcome joins the advice another way (conversations: the host tier, from
+    # its section, `profiling.advice.job_conversations`).
     advise_path: str
     # "module:function": the experiment, (ExperimentContext) -> its result; "" for a
     # technique measured by another one's experiment (disaggregation, by parallel's).
@@ -84,7 +86,8 @@ class Technique(Generic[Result]):
     # Where another technique's experiment measures it: that technique's name, whose result
     # carries this one's as its attribute of this name (disaggregation: "parallel").
     measured_by: str = ""
-    # What the advice says where it did not run: how a job would measure it.
+    # What the advice says where it did not run: how a job would measure it ("": it is not
+    # listed as missing, as a technique the workload asks for, not the job).
     missing_hint: str = ""
 
     @property
@@ -98,8 +101,11 @@ class Technique(Generic[Result]):
         return resolve(self.run_path) if self.run_path else None
 
     @property
-    def advise(self) -> Callable[[Facts, Result | None, str, QualityTolerance], list[Outcome]]:
-        return resolve(self.advise_path)
+    def advise(
+        self,
+    ) -> Callable[[Facts, Result | None, str, QualityTolerance], list[Outcome]] | None:
+        """Its rule, or None where it has none the advice runs."""
+        return resolve(self.advise_path) if self.advise_path else None
 
     @property
     def result_type(self) -> type[Result]:

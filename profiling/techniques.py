@@ -27,6 +27,7 @@ REGISTRY: list[str] = [
     "profiling.quantization.technique:QUANTIZATION",
     "profiling.speculative.technique:SPECULATIVE",
     "profiling.caching.technique:CACHING",
+    "profiling.caching.technique:CONVERSATIONS",
     "profiling.parallel.technique:PARALLEL",
     "profiling.parallel.technique:DISAGGREGATION",
 ]

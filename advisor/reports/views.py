@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from django.http import QueryDict
@@ -84,9 +86,7 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         "environment_rows": environment_rows(profile),
         "model_rows": model_rows(profile),
         **technique_sections(profile),
-        "technique_parts": technique_parts(profile),
         "engine": engine.section_context(profile.engine, profile.advice),
-        "conversations": conversations.section_context(profile.conversations),
         # The deployment search the advice carries, where it ran (a deployment GPU known).
         "deployments": deployments.section_context(
             profile.advice.deployments if profile.advice else None
@@ -94,6 +94,7 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
         # The fleet for the job's target load, where it gave one.
         "fleet": fleet.section_context(profile.fleet),
     }
+    context["technique_parts"] = technique_parts(profile, context)
     context.update(_advice_sections(job, profile, context, query))
     context["folds"] = summary.section_findings(profile, context)
     # A what-if that was sent opens its section; every other section starts folded.
@@ -102,45 +103,69 @@ def report_context(job: Job, query: QueryDict | None = None) -> dict[str, Any]:
 
 
 # The techniques the site draws a page part of its own for (charts, outputs side by side):
-# its template, its title and its context from the results (disaggregation is drawn in
-# parallel's). Every other registered technique is drawn from its folder's
+# its template, its title, its context from the results and, where the page part words
+# it, its fold's finding from that context (else the result's `finding`). Disaggregation is
+# drawn in parallel's. Every other registered technique is drawn from its folder's
 # `ReportSection` (`reports/_technique.html`).
+@dataclass(frozen=True)
+class Page:
+    template: str
+    title: str
+    build: Callable[[Experiments], dict[str, Any] | None]
+    finding: Callable[[dict[str, Any]], str] | None = None
+
+
+def _section_of(result: Any) -> dict[str, Any] | None:
+    return result.section if result is not None else None
+
+
 PAGES = {
-    "quantization": ("reports/_quantization.html", "Quantization",
-                     lambda ran: quantization.section_context(ran.quantization)),
-    "speculative": ("reports/_speculative.html", "Speculative decoding",
-                    lambda ran: speculative.section_context(ran.speculative)),
-    "caching": ("reports/_caching.html", "Prefix caching",
-                lambda ran: caching.section_context(ran.caching)),
-    "parallel": ("reports/_parallel.html", "Split work across devices",
-                 lambda ran: parallel.section_context(ran.parallel, ran.disaggregation)),
+    "quantization": Page("reports/_quantization.html", "Quantization",
+                         lambda ran: quantization.section_context(ran.quantization)),
+    "speculative": Page("reports/_speculative.html", "Speculative decoding",
+                        lambda ran: speculative.section_context(ran.speculative)),
+    "caching": Page("reports/_caching.html", "Prefix caching",
+                    lambda ran: caching.section_context(ran.caching)),
+    "conversations": Page(
+        "reports/_conversations.html", "Conversations and the KV cache's memory",
+        lambda ran: conversations.section_context(_section_of(ran.conversations)),
+        finding=lambda context: context["finding"],
+    ),
+    "parallel": Page("reports/_parallel.html", "Split work across devices",
+                     lambda ran: parallel.section_context(ran.parallel, ran.disaggregation)),
 }  # fmt: skip
 
 
 def technique_sections(profile: Profile) -> dict[str, Any]:
     """Each page part's context, by its technique's name (None where it did not run)."""
-    return {name: build(profile.experiments) for name, (_, _, build) in PAGES.items()}
+    return {name: page.build(profile.experiments) for name, page in PAGES.items()}
 
 
-def technique_parts(profile: Profile) -> list[dict[str, Any]]:
+def technique_parts(profile: Profile, context: dict[str, Any]) -> list[dict[str, Any]]:
     """The report's technique sections, in the registry's order: each that ran, folded
-    under its finding (`reports/_fold.html`)."""
+    under its finding (`reports/_fold.html`); `context` holds the page parts' contexts."""
     parts = []
     for technique in techniques():
-        part = _part(technique, profile.experiments)
+        part = _part(technique, profile.experiments, context.get(technique.name))
         if part is not None:
             parts.append(part)
     return parts
 
 
-def _part(technique: Technique, ran: Experiments) -> dict[str, Any] | None:
+def _part(
+    technique: Technique, ran: Experiments, drawn: dict[str, Any] | None
+) -> dict[str, Any] | None:
     result = ran[technique.name]
     if result is None or technique.measured_by:  # drawn in the one that measured it
         return None
     finding = summary.finding_of(result)
-    if technique.name in PAGES:
-        template, title, _ = PAGES[technique.name]
-        return {"name": technique.name, "template": template, "title": title,
+    page = PAGES.get(technique.name)
+    if page is not None:
+        if drawn is None:
+            return None
+        if page.finding is not None:
+            finding = page.finding(drawn)
+        return {"name": technique.name, "template": page.template, "title": page.title,
                 "finding": finding}  # fmt: skip
     section = technique.section(result)
     return {

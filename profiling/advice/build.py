@@ -69,8 +69,10 @@ def advise(
     refused: list[NotRecommended] = []
     by_engine = engine_outcomes(engine, facts, tolerance)
     for technique in techniques():
-        result = ran[technique.name]
-        outcomes = technique.advise(facts, result, bottleneck, tolerance)
+        rule = technique.advise
+        if rule is None:
+            continue
+        outcomes = rule(facts, ran[technique.name], bottleneck, tolerance)
         if technique.name in by_engine:
             # The engine's figures win; quantization keeps the eager formats it has not run.
             kept = [o for o in outcomes if technique.name == "quantization"]

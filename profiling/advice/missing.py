@@ -18,7 +18,7 @@ def missing(
     judged = {r.technique for r in recommendations} | {r.technique for r in refused}
     out = []
     for technique, hint in ((t.name, t.missing_hint) for t in techniques()):
-        if ran[technique] is not None or technique in (on_engine or set()):
+        if not hint or ran[technique] is not None or technique in (on_engine or set()):
             continue
         how = "estimated" if technique in judged else "not judged"
         lead = "not run in this job" if facts.measured else "no experiment runs in an estimate"

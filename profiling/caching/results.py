@@ -138,3 +138,19 @@ class CachingResult:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CachingResult:
         return serde.from_dict(cls, data)
+
+
+@dataclass
+class ConversationsResult:
+    """A workload of conversations replayed through the prefix cache: the section the
+    estimate's conversation projection writes (`profiling.caching.conversation_estimate`),
+    with the hit check and the engine's replay the job adds to it. Kept as that section's
+    JSON, flat under the result's name."""
+
+    section: dict[str, Any] = field(default_factory=dict, metadata={"flatten": True})
+
+    @property
+    def finding(self) -> str:
+        """Its one line: the replay's summary where it was projected on a GPU."""
+        served = self.section.get("served")
+        return str(served.get("summary", "")) if isinstance(served, dict) else ""
