@@ -3,7 +3,9 @@
 Each technique has a folder, `profiling/<name>/`: its declaration (`technique.py`: name,
 label, switch, options, and the paths below), its experiment (plan → run → typed result,
 `experiment.py`), its typed result (`results.py`), the text its report draws (`report.py`)
-and its advice rule (`advice.py`). Everything else is derived from this list: the config's
+and its advice rule (`advice.py`). Two folders declare a second technique beside their
+own: `parallel/` disaggregation (its experiment measures it) and `caching/` conversations
+(a workload of turns asks for them). Everything else is derived from this list: the config's
 experiment names and technique options (`profiling.config`), the options every surface
 declares (`profiling.options.OPTIONS`), `Profile`'s experiments, the runner's plan, the
 advice's rules, both command lines' flags, the site's form, job row, API schema and the
