@@ -61,6 +61,8 @@ from profiling.projection.search import (
     configurations,
     engine,
     pareto_front,
+    precision_of,
+    rates_on,
     screen,
     serve,
 )
@@ -291,6 +293,10 @@ class _Sized:
 
     candidates: list[_Candidate] = field(default_factory=list)
     fits: bool = False  # some replica of up to a node holds the weights and one request
+    # The serving formats the kind has no compute for (fp8 on an A100), where it has none
+    # for every format searched: it runs none of them, whatever its memory.
+    lacks: set[str] = field(default_factory=set)
+    runs_one: bool = False  # it has compute for some format searched
     unloaded: tuple[float, float, float] | None = None  # (miss, prompt alone s, step s): best
     fewest_gpus: int | None = None  # the fewest GPUs estimated, where past the most searched
 
@@ -417,6 +423,11 @@ def _candidates(req: FleetRequest, gpu: GPU) -> _Sized:
         for c in configurations(sc, size):
             if c.replicas != 1 or not _allowed(req, c):
                 continue
+            precision = precision_of(sc, c)
+            if rates_on(gpu, precision, sc.shapes.num_layers) is None:
+                out.lacks.add(precision)
+                continue
+            out.runs_one = True
             one = _one_replica(sc, c)
             if one is None:
                 continue
@@ -599,6 +610,12 @@ def _why_not(req: FleetRequest, gpu: GPU, sized: _Sized) -> str:
         f for f in (f"{req.weights} weights" if req.weights else "",
                     f"a {req.kv_cache} KV cache" if req.kv_cache else "") if f
     ) or "any format searched"  # fmt: skip
+    if not sized.runs_one and sized.lacks:
+        lacks = " or ".join(sorted(sized.lacks))
+        marlin = ("; vLLM would run fp8 there weight-only (W8A16), which the estimate does "
+                  "not model") if "fp8" in lacks else ""  # fmt: skip
+        asked = f", the {formats} asked for" if req.weights or req.kv_cache else ""
+        return f"{gpu.key} has no compute for {lacks}{asked}: it serves in none of them{marlin}"
     if not sized.fits:
         return (f"its weights and one request's KV cache fit no replica of up to {NODE_GPUS}× "
                 f"{gpu.key} in {formats}; replicas across nodes are not searched (the catalog "

@@ -138,11 +138,13 @@ class Engine:
 
 
 @cache
-def _rates(gpu: GPU, precision: str, layers: int) -> Calibration | None:
+def rates_on(gpu: GPU, precision: str, layers: int) -> Calibration | None:
+    """The assumed rates of `gpu` serving in `precision`; None where it has no compute
+    for that format (fp8 on an A100): it does not run it."""
     try:
         return assumed(gpu, precision, layers)
     except ValueError:
-        return None  # the GPU has no peak for the format: it does not run it
+        return None
 
 
 def precision_of(sc: Scenario, c: Configuration) -> str:
@@ -154,7 +156,7 @@ def engine(sc: Scenario, c: Configuration, concurrency: int | None = None) -> En
     where the GPU lacks the format or the users' KV caches do not fit."""
     s, w, gpu = sc.shapes, sc.workload, sc.gpu
     precision, kv = precision_of(sc, c), KV_CACHE_FORMATS[c.kv_cache]
-    rates = _rates(gpu, precision, s.num_layers)
+    rates = rates_on(gpu, precision, s.num_layers)
     if rates is None:
         return None
     per_copy = math.ceil((concurrency or w.concurrency) / c.replicas)
@@ -329,7 +331,7 @@ def weight_formats(sc: Scenario) -> tuple[str, ...]:
 
 def _draft_length(sc: Scenario, c: Configuration) -> int:
     """The draft length that decodes fastest for `c` at the users' batch."""
-    rates = _rates(sc.gpu, precision_of(sc, c), sc.shapes.num_layers)
+    rates = rates_on(sc.gpu, precision_of(sc, c), sc.shapes.num_layers)
     w = sc.workload
     if rates is None:
         return 1  # the GPU lacks the format: screened out anyway
