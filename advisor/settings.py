@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -72,20 +73,32 @@ def local_secret_key(path: Path) -> str:
     """This machine's own random key, made once (mode 0600) and kept under var/.
 
     Never a key written in the source: a site started without SECRET_KEY still
-    signs its sessions with a secret nobody else knows.
+    signs its sessions with a secret nobody else knows. The key is written to a file of
+    its own and then linked into place, so a process starting beside the one that makes
+    it reads the whole key or none, never an empty file.
     """
     try:
-        return path.read_text().strip()
+        key = path.read_text().strip()
     except FileNotFoundError:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        key = secrets.token_urlsafe(50)
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:  # another process of this machine made it first
-            return path.read_text().strip()
+        key = _make_secret_key(path)
+    if not key:
+        raise ImproperlyConfigured(f"{path} is empty: delete it, and a key is made again")
+    return key
+
+
+def _make_secret_key(path: Path) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    fd, written = tempfile.mkstemp(prefix=".secret_key.", dir=path.parent)  # mode 0600
+    try:
         with os.fdopen(fd, "w") as handle:
             handle.write(key)
-        return key
+        os.link(written, path)  # fails where another process made it first
+    except FileExistsError:
+        return path.read_text().strip()
+    finally:
+        os.unlink(written)
+    return key
 
 
 SECRET_KEY = env_str("SECRET_KEY").strip()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import runpy
 import secrets
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from django.conf import settings
@@ -15,7 +17,7 @@ from django.contrib.staticfiles import finders
 from django.core.exceptions import ImproperlyConfigured
 
 from advisor.celery import app
-from advisor.settings import env_bool, env_int, env_list
+from advisor.settings import env_bool, env_int, env_list, local_secret_key
 
 ROOT = Path(__file__).resolve().parents[2]
 SETTINGS_FILE = ROOT / "advisor" / "settings.py"
@@ -116,6 +118,51 @@ def test_without_a_secret_a_random_key_of_this_machine_is_made_once(monkeypatch,
     assert first == again == key_file.read_text() and len(first) >= 50
     assert key_file.stat().st_mode & 0o777 == 0o600
     assert "insecure" not in first
+
+
+def _read_key_at_once(barrier: Any, path: Path, keys: Any) -> None:
+    barrier.wait()
+    keys.put(local_secret_key(path))
+
+
+def test_processes_starting_at_once_all_read_one_whole_key(tmp_path):
+    # The two lanes of the suite, or a site's processes, start together on a fresh var/:
+    # none may read the file between its making and its writing (an empty SECRET_KEY).
+    fork = multiprocessing.get_context("fork")
+    path, keys = tmp_path / "var" / "secret_key", fork.Queue()
+    barrier = fork.Barrier(8)
+    started = [fork.Process(target=_read_key_at_once, args=(barrier, path, keys))
+               for _ in range(8)]  # fmt: skip
+    for process in started:
+        process.start()
+    for process in started:
+        process.join(60)
+    read = {keys.get(timeout=10) for _ in started}
+    assert read == {path.read_text()} and len(path.read_text()) >= 50
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in path.parent.iterdir()] == ["secret_key"]  # no file left behind
+
+
+def test_while_the_key_is_written_the_key_file_is_not_there_yet(monkeypatch, tmp_path):
+    # A process reading the key between the file's making and its writing read ""; the
+    # key is written elsewhere first, so the file is whole whenever it is there.
+    path, seen = tmp_path / "secret_key", []
+    real_fdopen = os.fdopen
+
+    def writing(fd: int, *args: Any, **kwargs: Any) -> Any:
+        seen.append(path.exists())
+        return real_fdopen(fd, *args, **kwargs)
+
+    monkeypatch.setattr(os, "fdopen", writing)
+    key = local_secret_key(path)
+    assert seen == [False] and path.read_text() == key
+
+
+def test_an_empty_key_file_is_refused_by_name(tmp_path):
+    path = tmp_path / "secret_key"
+    path.write_text("")
+    with pytest.raises(ImproperlyConfigured, match=f"{path} is empty: delete it"):
+        local_secret_key(path)
 
 
 def test_the_shared_cache_sits_beside_the_broker(monkeypatch, tmp_path):
