@@ -33,10 +33,10 @@ from profiling.cli_common import (
 from profiling.config import ConfigError
 from profiling.measure import hardware
 from profiling.model.shapes import Shapes, SizingError
-from profiling.projection.calibration import assumed
 from profiling.projection.engines import DEFAULT_ENGINE, NAMES
 from profiling.projection.estimate import shipped_configs
 from profiling.projection.precision import PRECISIONS, serving_precision
+from profiling.projection.search import FP8_WEIGHT_ONLY, rates_on
 from profiling.technique_kit.advice_results import Advice, PredictionPoint, Recommendation
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -243,26 +243,17 @@ def _deployment_details(row: dict[str, Any]) -> list[str]:
 def _check_runs_on(gpu: hardware.GPU, dtype: str, weights: str) -> None:
     """A ConfigError naming what to give instead where `gpu` has no compute peak for the
     format the estimate serves in (fp8 on an A100: no fp8 cores)."""
-    try:
-        assumed(gpu, dtype)
-    except ValueError:
-        form = PRECISIONS.get(dtype)
-        compute = {"float8": "fp8"}.get(form.compute, form.compute) if form else dtype
-        chosen = f"--weights {weights}" if weights != "auto" else "the checkpoint's own format"
-        *first, last = (f for f in ("bf16", "int8", "int4") if f != compute)
-        others = f"{', '.join(first)} or {last}"
-        marlin = (
-            (
-                " (vLLM runs fp8 weights there weight-only, W8A16 with its FP8 Marlin "
-                "kernels, which the estimate does not model)"
-            )
-            if compute == "fp8"
-            else ""
-        )
-        raise ConfigError(
-            f"{gpu.label} has no {compute} compute, and {chosen} serves in {compute}: "
-            f"give --weights {others}{marlin}"
-        ) from None
+    if rates_on(gpu, dtype, 0) is not None:
+        return
+    form = PRECISIONS.get(dtype)
+    compute = {"float8": "fp8"}.get(form.compute, form.compute) if form else dtype
+    chosen = f"--weights {weights}" if weights != "auto" else "the checkpoint's own format"
+    *first, last = (f for f in ("bf16", "int8", "int4") if f != compute)
+    vllm = f"; {FP8_WEIGHT_ONLY}" if compute == "fp8" else ""
+    raise ConfigError(
+        f"{gpu.label} has no {compute} compute, and {chosen} serves in {compute}: "
+        f"give --weights {', '.join(first)} or {last}{vllm}"
+    )
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:

@@ -55,6 +55,7 @@ from profiling.projection.configurations import Configuration
 from profiling.projection.deployments import SPAN, Capacity, capacity
 from profiling.projection.engines import limits
 from profiling.projection.search import (
+    FP8_WEIGHT_ONLY,
     RISK,
     Evaluated,
     Scenario,
@@ -612,10 +613,9 @@ def _why_not(req: FleetRequest, gpu: GPU, sized: _Sized) -> str:
     ) or "any format searched"  # fmt: skip
     if not sized.runs_one and sized.lacks:
         lacks = " or ".join(sorted(sized.lacks))
-        marlin = ("; vLLM would run fp8 there weight-only (W8A16), which the estimate does "
-                  "not model") if "fp8" in lacks else ""  # fmt: skip
+        vllm = f"; {FP8_WEIGHT_ONLY}" if "fp8" in lacks else ""
         asked = f", the {formats} asked for" if req.weights or req.kv_cache else ""
-        return f"{gpu.key} has no compute for {lacks}{asked}: it serves in none of them{marlin}"
+        return f"{gpu.key} has no compute for {lacks}{asked}: it serves in none of them{vllm}"
     if not sized.fits:
         return (f"its weights and one request's KV cache fit no replica of up to {NODE_GPUS}× "
                 f"{gpu.key} in {formats}; replicas across nodes are not searched (the catalog "

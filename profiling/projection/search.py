@@ -137,6 +137,13 @@ class Engine:
     max_batched_tokens: int | None = None
 
 
+# What a GPU without fp8 compute does with fp8 weights in vLLM (its FP8 docs: W8A16 with the
+# FP8 Marlin kernels on Ampere and Turing), said wherever such a GPU is set aside.
+FP8_WEIGHT_ONLY = (
+    "vLLM runs fp8 weights there weight-only (W8A16, FP8 Marlin), which the estimate does not model"
+)
+
+
 @cache
 def rates_on(gpu: GPU, precision: str, layers: int) -> Calibration | None:
     """The assumed rates of `gpu` serving in `precision`; None where it has no compute
