@@ -52,9 +52,9 @@ def token_accepted(given: str) -> bool:
     return secrets.compare_digest(given.encode("utf-8", "replace"), expected.encode())
 
 
-def defaults() -> dict[str, Any]:
+def defaults(form: JobForm | None = None) -> dict[str, Any]:
     """Each field's initial value on a fresh form (512/128/8, quick, demo, …)."""
-    form = JobForm()
+    form = form or JobForm()
     return {name: form[name].initial for name in field_names(form) if name not in SENT_AS_TEXT}
 
 
@@ -67,7 +67,8 @@ def bind(
     Errors are `{field: [messages]}`; "__all__" holds those of no one field.
     """
     values = dict(values)
-    fields = field_names()
+    blank = JobForm()  # its fields and first values: one read of the live workers
+    fields = field_names(blank)
     unknown = sorted(set(values) - set(fields))
     if unknown:
         known = ", ".join(fields)
@@ -77,7 +78,7 @@ def bind(
         text = values.pop(name, "")
         if isinstance(text, str) and text:
             files[name] = SimpleUploadedFile(filename, text.encode("utf-8", "surrogatepass"))
-    form = JobForm(data={**defaults(), **values}, files=files)
+    form = JobForm(data={**defaults(blank), **values}, files=files)
     if not form.is_valid():
         return None, {name: list(messages) for name, messages in form.errors.items()}
     return form, {}
