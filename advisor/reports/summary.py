@@ -117,10 +117,10 @@ def _fastest(points: list, label: str) -> str:
 
 
 def section_findings(profile: Profile, context: dict[str, Any]) -> dict[str, str]:
-    """The one line each folded section opens with, in the report's units."""
+    """The one line each folded section opens with, in the report's units (a technique's
+    section: `views.technique_parts`, from its result's `finding_of`)."""
     verdict, memory, env = profile.verdict, profile.memory, profile.environment
     advice = profile.advice
-    ran = profile.experiments
     findings = {
         "verdict": verdict.summary if verdict is not None else "no verdict",
         "memory": (
@@ -140,8 +140,6 @@ def section_findings(profile: Profile, context: dict[str, Any]) -> dict[str, str
             f"considered and set aside ({inconclusive} inside the noise), "
             f"{len(advice.experiments_missing)} not run; the deciding numbers"
         )
-    for name, result in ran.items():
-        findings[name] = finding_of(result)
     return findings
 
 
